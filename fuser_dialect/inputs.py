@@ -1,0 +1,101 @@
+"""Checks and normalises the inputs of `execute`, for every backend alike.
+
+Errors name the input (position and argument name), say what was expected and what
+came; they are ValueError/TypeError, never a failure deep inside a backend."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import Float32Type, Float64Type, IntegerType
+
+from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType, dtype_of_numpy, format_dims, numpy_dtype
+
+
+def arg_label(f: func.FuncOp, i: int) -> str:
+    t = f.function_type.inputs.data[i]
+    what = t.describe() if isinstance(t, TensorType) else str(t)
+    return f"input {i} ({what})"
+
+
+def is_torch_tensor(x: object) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
+
+
+def torch_to_numpy(x) -> np.ndarray:
+    import torch
+
+    x = x.detach().cpu()
+    if x.dtype == torch.bfloat16:
+        return x.view(torch.int16).numpy().view(numpy_dtype("bf16"))
+    return x.numpy()
+
+
+def scalar_value(f: func.FuncOp, i: int, value: object, t) -> np.generic:
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    if isinstance(t, IntegerType) and t.width.data == 1:
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{arg_label(f, i)}: expected a bool scalar, got {type(value).__name__}")
+        return np.bool_(value)
+    if isinstance(t, IntegerType):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{arg_label(f, i)}: expected an integer scalar, got {type(value).__name__}")
+        return np.int64(value) if t.width.data == 64 else np.int32(value)
+    if isinstance(t, (Float64Type, Float32Type)):
+        if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
+            raise TypeError(f"{arg_label(f, i)}: expected a float scalar, got {type(value).__name__}")
+        return np.float64(value) if isinstance(t, Float64Type) else np.float32(value)
+    raise TypeError(f"{arg_label(f, i)}: unsupported scalar type {t}")
+
+
+def check_tensor(f: func.FuncOp, i: int, value: object, t: TensorType) -> np.ndarray:
+    if is_torch_tensor(value):
+        value = torch_to_numpy(value)
+    if not isinstance(value, np.ndarray):
+        raise TypeError(f"{arg_label(f, i)}: expected a numpy array or torch tensor, got {type(value).__name__}")
+    try:
+        got = dtype_of_numpy(value.dtype)
+    except ValueError:
+        got = str(value.dtype)
+    if got != t.dtype:
+        raise TypeError(f"{arg_label(f, i)}: expected dtype {numpy_dtype(t.dtype)}, got {value.dtype}")
+    if value.ndim != t.rank:
+        raise ValueError(f"{arg_label(f, i)}: expected rank {t.rank}, got shape {list(value.shape)}")
+    for d, (want, got_extent) in enumerate(zip(t.shape, value.shape)):
+        if want == DYNAMIC:
+            continue
+        expected = 1 if want == BROADCAST else want
+        if got_extent != expected:
+            kind = "broadcast dim" if want == BROADCAST else "static extent"
+            raise ValueError(
+                f"{arg_label(f, i)}: dim {d} is a {kind} of {expected} but the input has extent "
+                f"{got_extent} (shape {list(value.shape)}, expected {format_dims(t.shape)})"
+            )
+    return value
+
+
+def check_inputs(f: func.FuncOp, inputs: Sequence[object]) -> list[np.ndarray | np.generic]:
+    """Validated inputs as numpy arrays and numpy scalars, in argument order."""
+    types = f.function_type.inputs.data
+    if len(inputs) != len(types):
+        raise ValueError(f"fusion @{f.sym_name.data} takes {len(types)} inputs, got {len(inputs)}")
+    out: list[np.ndarray | np.generic] = []
+    for i, (value, t) in enumerate(zip(inputs, types)):
+        if isinstance(t, TensorType):
+            out.append(check_tensor(f, i, value, t))
+        else:
+            out.append(scalar_value(f, i, value, t))
+    return out
+
+
+def apply_layout(array: np.ndarray, order: Sequence[int] | None) -> np.ndarray:
+    """A copy of `array` laid out in `order` (stride_order[i] ranks dim i, 0 = fastest)."""
+    if order is None:
+        return np.ascontiguousarray(array)
+    slowest_first = sorted(range(array.ndim), key=lambda d: -order[d])
+    dense = np.ascontiguousarray(array.transpose(slowest_first))
+    inverse = np.argsort(slowest_first)
+    return dense.transpose(inverse)

@@ -1,0 +1,228 @@
+"""The fuser tensor type and the dtypes it carries.
+
+`!fuser.tensor<?x8xbxf32>` is a rank-3 f32 tensor whose dim 0 has a dynamic extent,
+dim 1 a static extent of 8 and dim 2 is a broadcast dim (extent 1, broadcasts in
+binary ops). A fusion input may also say the layout it arrives in:
+`!fuser.tensor<?x?xf32, order [0, 1]>` is column-major (stride_order[i] ranks dim i's
+stride, 0 = fastest, as in nvFuser). No `order` means row-major and dense.
+
+The whole body is parsed with one regular expression instead of token by token:
+the type is re-parsed at every use of a value, so its parse cost dominates large files.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from enum import Enum
+
+import numpy as np
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IntegerType,
+    i1,
+    i32,
+    i64,
+)
+from xdsl.ir import Attribute, Data, ParametrizedAttribute, TypeAttribute
+from xdsl.irdl import irdl_attr_definition
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
+
+DYNAMIC = -1
+"""Extent of a dimension only known at run time (printed `?`)."""
+BROADCAST = -2
+"""A broadcast dimension: extent 1, broadcasts against any extent (printed `b`)."""
+
+
+class DataType(Enum):
+    """nvFuser's DataType names, mapped to the element types of the IR."""
+
+    Double = "f64"
+    Float = "f32"
+    Half = "f16"
+    BFloat16 = "bf16"
+    Int = "i64"
+    Int32 = "i32"
+    Bool = "i1"
+
+    @property
+    def element_type(self) -> Attribute:
+        return ELEMENT_TYPES[self.value]
+
+    @property
+    def numpy(self) -> np.dtype:
+        return numpy_dtype(self.value)
+
+
+ELEMENT_TYPES: dict[str, Attribute] = {
+    "f64": Float64Type(),
+    "f32": Float32Type(),
+    "f16": Float16Type(),
+    "bf16": BFloat16Type(),
+    "i64": i64,
+    "i32": i32,
+    "i1": i1,
+}
+_NAME_OF_TYPE = {v: k for k, v in ELEMENT_TYPES.items()}
+FLOAT_DTYPES = ("f64", "f32", "f16", "bf16")
+INT_DTYPES = ("i64", "i32")
+
+
+def dtype_name(element_type: Attribute) -> str:
+    """'f32', 'bf16', 'i1', ... for an element type; raises for unsupported ones."""
+    try:
+        return _NAME_OF_TYPE[element_type]
+    except KeyError:
+        raise ValueError(f"unsupported element type {element_type}") from None
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    if name == "bf16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype({"f64": np.float64, "f32": np.float32, "f16": np.float16,
+                     "i64": np.int64, "i32": np.int32, "i1": np.bool_}[name])
+
+
+def dtype_of_numpy(dtype: np.dtype) -> str:
+    """Inverse of numpy_dtype; raises ValueError naming the dtype when unsupported."""
+    for name in ELEMENT_TYPES:
+        if numpy_dtype(name) == dtype:
+            return name
+    raise ValueError(f"numpy dtype {dtype} has no fuser equivalent")
+
+
+@irdl_attr_definition
+class IntTupleAttr(Data[tuple[int, ...]]):
+    """A compact tuple of ints: one hashable attribute instead of one IntAttr per entry."""
+
+    name = "fuser.ints"
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser) -> tuple[int, ...]:
+        with parser.in_angle_brackets():
+            values = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_integer)
+        return tuple(values)
+
+    def print_parameter(self, printer: Printer) -> None:
+        printer.print_string(f"<[{', '.join(map(str, self.data))}]>")
+
+
+_TYPE_BODY = re.compile(
+    r"\s*((?:(?:\?|b|\d+)x)*)(f64|f32|f16|bf16|i64|i32|i1)\s*"
+    r"(?:,\s*order\s*\[([\d\s,]*)\]\s*)?$"
+)
+
+
+def _dim_str(d: int) -> str:
+    return "?" if d == DYNAMIC else "b" if d == BROADCAST else str(d)
+
+
+def format_dims(dims: Sequence[int]) -> str:
+    """The `[?, 8, b]` form used in diagnostics."""
+    return "[" + ", ".join(_dim_str(d) for d in dims) + "]"
+
+
+@irdl_attr_definition
+class TensorType(ParametrizedAttribute, TypeAttribute):
+    """A fuser tensor: element type, per-dim extent or broadcast, optional input layout."""
+
+    name = "fuser.tensor"
+
+    element_type: Attribute
+    dims: IntTupleAttr
+    order: IntTupleAttr
+
+    def __init__(self, element_type: Attribute | str, dims: Sequence[int], order: Sequence[int] = ()):
+        if isinstance(element_type, str):
+            element_type = ELEMENT_TYPES[element_type]
+        super().__init__(element_type, IntTupleAttr(tuple(dims)), IntTupleAttr(tuple(order)))
+
+    # -- queries ---------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Per-dim DYNAMIC, BROADCAST or a static extent."""
+        return self.dims.data
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims.data)
+
+    @property
+    def dtype(self) -> str:
+        return dtype_name(self.element_type)
+
+    @property
+    def stride_order(self) -> tuple[int, ...] | None:
+        """The input layout, or None for the default row-major dense layout."""
+        return self.order.data or None
+
+    def is_broadcast(self, dim: int) -> bool:
+        return self.dims.data[dim] == BROADCAST
+
+    def static_extent(self, dim: int) -> int | None:
+        """1 for a broadcast dim, the extent for a static one, None when dynamic."""
+        d = self.dims.data[dim]
+        return None if d == DYNAMIC else 1 if d == BROADCAST else d
+
+    def with_dims(self, dims: Sequence[int]) -> TensorType:
+        return TensorType(self.element_type, dims)
+
+    def with_dtype(self, dtype: str | Attribute) -> TensorType:
+        return TensorType(dtype, self.dims.data)
+
+    def without_layout(self) -> TensorType:
+        return self if not self.order.data else TensorType(self.element_type, self.dims.data)
+
+    def describe(self) -> str:
+        """`f32[?, 8, b]`: the form diagnostics quote."""
+        return f"{self.dtype}{format_dims(self.shape)}"
+
+    # -- syntax ----------------------------------------------------------
+    def print_parameters(self, printer: Printer) -> None:
+        body = "".join(_dim_str(d) + "x" for d in self.dims.data) + self.dtype
+        if self.order.data:
+            body += f", order [{', '.join(map(str, self.order.data))}]"
+        printer.print_string(f"<{body}>")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        start = parser.pos
+        # Raw scan of `<...>`: see the module docstring for why this bypasses the lexer.
+        body = parser._parse_dialect_symbol_body()  # pyright: ignore[reportPrivateUsage]
+        match = _TYPE_BODY.match(body)
+        if match is None:
+            parser.raise_error(
+                f"malformed fuser tensor type '<{body}>': expected dims (`?`, `b` or an "
+                "integer, each followed by `x`), an element type among "
+                f"{', '.join(ELEMENT_TYPES)}, and optionally `, order [...]`",
+                start,
+                parser.pos,
+            )
+        dims_text, dtype, order_text = match.groups()
+        dims = tuple(
+            DYNAMIC if d == "?" else BROADCAST if d == "b" else int(d)
+            for d in dims_text.split("x")[:-1]
+        )
+        order: tuple[int, ...] = ()
+        if order_text is not None:
+            order = tuple(int(v) for v in order_text.replace(",", " ").split())
+            if sorted(order) != list(range(len(dims))):
+                parser.raise_error(
+                    f"order {list(order)} is not a permutation of the {len(dims)} dims of the tensor",
+                    start,
+                    parser.pos,
+                )
+        return (ELEMENT_TYPES[dtype], IntTupleAttr(dims), IntTupleAttr(order))
+
+
+SCALAR_TYPES = (Float64Type(), Float32Type(), i64, i32, i1)
+
+
+def is_scalar_type(t: Attribute) -> bool:
+    return t in SCALAR_TYPES or isinstance(t, IntegerType)

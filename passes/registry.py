@@ -1,0 +1,28 @@
+"""The registry of pass names (fixed names: see DESIGN.md). Modules load lazily."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from xdsl.passes import ModulePass
+
+# name -> (module, class); one module per pass.
+PASSES: dict[str, tuple[str, str]] = {}
+
+
+def register(name: str, module: str, cls: str) -> None:
+    PASSES[name] = (module, cls)
+
+
+def pass_factory(name: str) -> Callable[[], type[ModulePass]]:
+    module, cls = PASSES[name]
+    return lambda: getattr(importlib.import_module(module), cls)
+
+
+def get_pass(name: str) -> type[ModulePass]:
+    return pass_factory(name)()
+
+
+def all_pass_factories() -> dict[str, Callable[[], type[ModulePass]]]:
+    return {name: pass_factory(name) for name in PASSES}
