@@ -1,0 +1,97 @@
+"""A fusion compiled for one concretization: the concretized IR, its kernel plans, and the
+kernels rendered and compiled per schedule.
+
+Building one (on a cache miss): clone the fusion → `concretize` for the call's extents →
+`fuser-preseg` → segment → per call, schedules from the extents → render → compile.
+Compiling (source → module) is separate from launching (lowering/launch.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+
+from fuser_dialect.fusion import make_context, the_fusion
+from lowering.emit_cuda import EmittedKernel
+from lowering.kernel import KernelPlan
+from lowering.render import render
+from lowering.schedule import Schedule, choose_schedule
+from lowering.segment import plan_kernels
+
+
+@dataclass
+class CompiledKernels:
+    """Rendered + compiled kernels of every plan, for one tuple of schedules."""
+
+    kernels: list[EmittedKernel]
+    modules: list[object]  # CpuModule or GpuModule, one per kernel
+    compile_seconds: float
+
+
+@dataclass
+class CompiledFusion:
+    module: ModuleOp
+    plans: list[KernelPlan]
+    backend: str
+    timings: dict[str, float] = field(default_factory=dict)
+    variants: dict[tuple[Schedule, ...], CompiledKernels] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def fusion(self) -> func.FuncOp:
+        return the_fusion(self.module)
+
+    def schedules(self, domain_shapes: Sequence[tuple[int, ...]]) -> tuple[Schedule, ...]:
+        return tuple(choose_schedule(p, s) for p, s in zip(self.plans, domain_shapes))
+
+    def kernels_for(self, schedules: tuple[Schedule, ...]) -> tuple[CompiledKernels, bool]:
+        """(kernels, compiled_now). Compiles under the entry's lock: once per schedule tuple."""
+        with self.lock:
+            found = self.variants.get(schedules)
+            if found is not None:
+                return found, False
+            start = time.perf_counter()
+            kernels = [render(p, s) for p, s in zip(self.plans, schedules)]
+            emitted = time.perf_counter()
+            modules = [load_module(k.source, self.backend) for k in kernels]
+            done = time.perf_counter()
+            self.timings["emission_s"] = emitted - start
+            self.timings["compile_s"] = done - emitted
+            compiled = CompiledKernels(kernels, modules, done - start)
+            self.variants[schedules] = compiled
+            return compiled, True
+
+
+def load_module(source: str, backend: str):
+    if backend == "cpu":
+        from lowering.cpu_runtime import CpuModule
+
+        return CpuModule.from_source(source)
+    from lowering.compile import compile_cuda
+    from lowering.gpu_runtime import GpuModule
+
+    return GpuModule(compile_cuda(source).cubin)
+
+
+def build_compiled_fusion(
+    original: ModuleOp,
+    input_shapes: Sequence[tuple[int, ...] | None],
+    scalar_values: Sequence[object],
+    backend: str,
+    resize_extents: bool,
+) -> CompiledFusion:
+    from passes.concretize import concretize
+    from passes.preseg import PresegPass
+
+    start = time.perf_counter()
+    module = original.clone()
+    concretize(module, list(input_shapes), list(scalar_values), resize_extents=resize_extents)
+    PresegPass().apply(make_context(), module)
+    passes_done = time.perf_counter()
+    plans = plan_kernels(the_fusion(module))
+    done = time.perf_counter()
+    return CompiledFusion(module, plans, backend, {"passes_s": passes_done - start, "segment_s": done - passes_done})

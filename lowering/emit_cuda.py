@@ -1,0 +1,398 @@
+"""CUDA C emission: a pure function from (kernel plan, schedule) to source + parameters.
+
+Every value of a kernel is an index expression: `emit(value, idx)` returns a C expression
+for `value` at the multi-index `idx`, mapping `idx` through each op (broadcast drops dims,
+permute reorders, reshape re-linearises, pad/cat branch, gather reads its index first)
+down to global loads. Results are memoised per (value, index) within a C scope, so shared
+sub-expressions are computed once.
+
+Reduction kernels run one *phase* per reduction (a strided loop + a block reduction) and
+then store the outputs; in persistent mode a global load used by several phases is kept in
+a per-thread register array (`iters` slots), so every input element is read once.
+
+All global memory goes through the prelude's `fuser_ld` / `fuser_st`, which the CPU
+backend counts. Extents, strides and runtime scalars are kernel parameters (`Param`), so a
+kernel serves every batch size its schedule was chosen for.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr
+from xdsl.ir import Operation, SSAValue
+
+from fuser_dialect import ops_compute as C
+from fuser_dialect import ops_factory as F
+from fuser_dialect import ops_gather as G
+from fuser_dialect import ops_layout as L
+from fuser_dialect import ops_resize as R
+from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType, dtype_name
+from lowering import cuda_exprs as X
+from lowering.kernel import KernelPlan
+from lowering.schedule import Schedule
+from lowering.segment import DROP, FULL, KEEP
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel parameter and where its value comes from at launch.
+
+    kind: "input"/"output" (tensor pointer), "stride"/"extent" (of `value` along `dim`),
+    "scalar" (a runtime scalar SSA value), "slice_start" (normalised start of `op` along `dim`)."""
+
+    name: str
+    ctype: str
+    kind: str
+    value: SSAValue | None = None
+    dim: int = -1
+    op: Operation | None = None
+
+
+@dataclass(frozen=True)
+class EmittedKernel:
+    name: str
+    source: str
+    params: tuple[Param, ...]
+    schedule: Schedule
+    needs_sync: bool
+
+
+@lru_cache(maxsize=1)
+def prelude() -> str:
+    return (Path(__file__).parent / "runtime" / "fuser_prelude.cuh").read_text()
+
+
+def _literal(attr) -> str:
+    if isinstance(attr, FloatAttr):
+        v = attr.value.data
+        if math.isnan(v):
+            return "NAN"
+        if math.isinf(v):
+            return "INFINITY" if v > 0 else "-INFINITY"
+        return repr(float(v))
+    assert isinstance(attr, IntegerAttr)
+    return f"{attr.value.data}LL" if attr.type.width.data > 1 else ("true" if attr.value.data else "false")
+
+
+@dataclass
+class _Loop:
+    """The phase loop being emitted: loads at cond_depth 0 inside it may be buffered."""
+
+    phase: int
+    slot: str
+
+
+@dataclass
+class _State:
+    lines: list[str] = field(default_factory=list)
+    indent: int = 1
+    memo: list[dict] = field(default_factory=lambda: [{}])
+    counter: int = 0
+    cond_depth: int = 0
+    loop: _Loop | None = None
+
+
+class KernelEmitter:
+    def __init__(self, plan: KernelPlan, schedule: Schedule, buffered: frozenset = frozenset()):
+        self.plan = plan
+        self.schedule = schedule
+        self.produced = {op.results[0]: op for op in plan.ops}
+        self.params: dict[tuple, Param] = {}
+        self.s = _State()
+        self.red_regs: dict[SSAValue, str] = {}
+        self.buffered = buffered
+        self.buffers: dict[tuple, tuple[str, str]] = {}  # load key -> (buffer, ctype)
+        self.filled: set[tuple] = set()
+        self.load_phases: dict[tuple, set[int]] = {}
+        self.needs_sync = False
+
+    # -- output helpers -------------------------------------------------------------
+    def line(self, text: str) -> None:
+        self.s.lines.append("  " * self.s.indent + text)
+
+    def open(self, header: str) -> None:
+        self.line(header + " {")
+        self.s.indent += 1
+        self.s.memo.append({})
+
+    def close(self) -> None:
+        self.s.memo.pop()
+        self.s.indent -= 1
+        self.line("}")
+
+    def tmp(self, ctype: str, expr: str, prefix: str = "t") -> str:
+        self.s.counter += 1
+        name = f"{prefix}{self.s.counter}"
+        self.line(f"const {ctype} {name} = {expr};")
+        return name
+
+    # -- parameters ----------------------------------------------------------------
+    def param(self, key: tuple, ctype: str, kind: str, prefix: str, **where) -> str:
+        if key not in self.params:
+            self.params[key] = Param(f"{prefix}{len(self.params)}", ctype, kind, **where)
+        return self.params[key].name
+
+    def tensor_ptr(self, v: SSAValue, output: bool) -> str:
+        t = v.type
+        assert isinstance(t, TensorType)
+        ctype = X.STORAGE_TYPE[t.dtype] + ("* __restrict__" if output else " const* __restrict__")
+        kind = "output" if output else "input"
+        return self.param((kind, v), ctype, kind, "out" if output else "in", value=v)
+
+    def extent(self, v: SSAValue, d: int) -> str:
+        t = v.type
+        assert isinstance(t, TensorType)
+        e = t.shape[d]
+        if e == BROADCAST:
+            return "1LL"
+        if e != DYNAMIC:
+            return f"{e}LL"
+        return self.param(("extent", v, d), "long long", "extent", "ext", value=v, dim=d)
+
+    def stride(self, v: SSAValue, d: int) -> str:
+        return self.param(("stride", v, d), "long long", "stride", "st", value=v, dim=d)
+
+    def scalar(self, v: SSAValue, ctype: str | None = None) -> str:
+        op = v.owner
+        if isinstance(op, arith.ConstantOp):
+            text = _literal(op.value)
+        else:
+            own = X.COMPUTE_TYPE[dtype_name(v.type)]
+            text = self.param(("scalar", v), own, "scalar", "sc", value=v)
+        return f"(({ctype}){text})" if ctype else text
+
+    def mixed_int(self, value: int | SSAValue) -> str:
+        return self.scalar(value) if isinstance(value, SSAValue) else f"{value}LL"
+
+    # -- values -------------------------------------------------------------------------
+    def emit(self, v: SSAValue, idx: Sequence[str]) -> str:
+        t = v.type
+        assert isinstance(t, TensorType), v
+        idx = tuple("0" if e == BROADCAST else i for e, i in zip(t.shape, idx))
+        key = (v, idx)
+        for scope in reversed(self.s.memo):
+            if key in scope:
+                return scope[key]
+        if v in self.produced:
+            expr = self.emit_op(self.produced[v], idx)
+        else:
+            expr = self.load(v, idx)
+        self.s.memo[-1][key] = expr
+        return expr
+
+    def offset(self, v: SSAValue, idx: Sequence[str]) -> str:
+        t = v.type
+        assert isinstance(t, TensorType)
+        terms = [f"({i}) * {self.stride(v, d)}" for d, (e, i) in enumerate(zip(t.shape, idx)) if e != BROADCAST]
+        return " + ".join(terms) or "0"
+
+    def load(self, v: SSAValue, idx: tuple[str, ...]) -> str:
+        dtype = v.type.dtype  # type: ignore[union-attr]
+        ctype = X.COMPUTE_TYPE[dtype]
+        raw = X.load_expr(f"fuser_ld({self.tensor_ptr(v, False)}, {self.offset(v, idx)})", dtype)
+        loop = self.s.loop
+        key = (v, idx)
+        if loop is None or self.s.cond_depth:
+            return self.tmp(ctype, raw, "v")
+        self.load_phases.setdefault(key, set()).add(loop.phase)
+        if key not in self.buffered:
+            return self.tmp(ctype, raw, "v")
+        if key not in self.buffers:
+            self.buffers[key] = (f"buf{len(self.buffers)}", ctype)
+        buf = self.buffers[key][0]
+        if key not in self.filled:
+            self.filled.add(key)
+            self.line(f"{buf}[{loop.slot}] = {raw};")
+        return self.tmp(ctype, f"{buf}[{loop.slot}]", "v")
+
+    def emit_op(self, op: Operation, idx: tuple[str, ...]) -> str:
+        handler = getattr(self, f"op_{type(op).__name__}", None)
+        if handler is None:
+            raise NotImplementedError(f"CUDA emission of {op.name} is not implemented")
+        return handler(op, idx)
+
+    # elementwise
+    def op_UnaryOp(self, op: C.UnaryOp, idx):
+        src, dst = op.input.type.dtype, op.result.type.dtype
+        x = self.emit(op.input, idx)
+        expr = X.unary_expr(op.op_kind, x, src)
+        return self.tmp(X.COMPUTE_TYPE[dst], expr if dst == "i1" else X.round_expr(expr, dst))
+
+    def _operand(self, v: SSAValue, idx, dtype: str) -> str:
+        if isinstance(v.type, TensorType):
+            return self.emit(v, idx)
+        return self.scalar(v, X.COMPUTE_TYPE[dtype])
+
+    def op_BinaryOp(self, op: C.BinaryOp, idx):
+        dtype = next(v.type.dtype for v in op.operands if isinstance(v.type, TensorType))
+        a, b = (self._operand(v, idx, dtype) for v in op.operands)
+        dst = op.result.type.dtype
+        expr = X.binary_expr(op.op_kind, a, b, dtype)
+        return self.tmp(X.COMPUTE_TYPE[dst], expr if dst == "i1" else X.round_expr(expr, dst))
+
+    def op_WhereOp(self, op: C.WhereOp, idx):
+        dtype = op.result.type.dtype
+        cond = self._operand(op.cond, idx, "i1")
+        a, b = (self._operand(v, idx, dtype) for v in (op.lhs, op.rhs))
+        t = X.COMPUTE_TYPE[dtype]
+        return self.tmp(t, f"({cond} ? ({t}){a} : ({t}){b})")
+
+    def op_CastOp(self, op: C.CastOp, idx):
+        src, dst = op.input.type.dtype, op.result.type.dtype
+        return self.tmp(X.COMPUTE_TYPE[dst], X.convert_expr(self.emit(op.input, idx), src, dst))
+
+    def op_ReductionOp(self, op: C.ReductionOp, idx):
+        if op.result not in self.red_regs:
+            raise NotImplementedError(f"{op.name} read before its phase (segmentation bug)")
+        return self.red_regs[op.result]
+
+    # layout
+    def op_BroadcastOp(self, op: L.BroadcastOp, idx):
+        new = set(op.dims.get_values())
+        return self.emit(op.input, [i for d, i in enumerate(idx) if d not in new])
+
+    def op_BroadcastInDimOp(self, op: L.BroadcastInDimOp, idx):
+        return self.emit(op.input, [idx[o] for o in op.dims.get_values()])
+
+    def op_SqueezeOp(self, op: L.SqueezeOp, idx):
+        squeezed = set(op.dims.get_values())
+        it = iter(idx)
+        return self.emit(op.input, ["0" if d in squeezed else next(it) for d in range(op.input.type.rank)])
+
+    def op_ExpandOp(self, op: L.ExpandOp, idx):
+        return self.emit(op.input, idx)
+
+    def op_PermuteOp(self, op: L.PermuteOp, idx):
+        perm = op.dims.get_values()
+        src = ["0"] * len(perm)
+        for i, p in enumerate(perm):
+            src[p] = idx[i]
+        return self.emit(op.input, src)
+
+    def op_ReshapeOp(self, op: L.ReshapeOp, idx):
+        out, inp = op.result, op.input
+        linear = "0"
+        for d in range(out.type.rank):
+            linear = f"(({linear}) * {self.extent(out, d)} + ({idx[d]}))"
+        lin = self.tmp("long long", linear, "l")
+        src = [""] * inp.type.rank
+        for d in reversed(range(inp.type.rank)):
+            e = self.extent(inp, d)
+            src[d] = self.tmp("long long", f"{lin} % {e}", "j")
+            lin = self.tmp("long long", f"{lin} / {e}", "l")
+        return self.emit(inp, src)
+
+    def op_SliceOp(self, op: R.SliceOp, idx):
+        steps = op.steps.get_values()
+        src = []
+        for d, step in enumerate(steps):
+            start = self.param(("slice_start", op, d), "long long", "slice_start", "ss", op=op, dim=d)
+            src.append(f"({start} + ({idx[d]}) * {step}LL)" if step != 1 else f"({start} + ({idx[d]}))")
+        return self.emit(op.input, src)
+
+    def op_PadOp(self, op: R.PadOp, idx):
+        dtype = op.result.type.dtype
+        t = X.COMPUTE_TYPE[dtype]
+        widths = op.mixed_widths
+        src, conds = [], []
+        for d in range(op.input.type.rank):
+            left = widths[2 * d]
+            if left == 0 and widths[2 * d + 1] == 0:
+                src.append(idx[d])
+                continue
+            j = self.tmp("long long", f"({idx[d]}) - {self.mixed_int(left)}", "j")
+            src.append(j)
+            conds.append(f"({j} >= 0 && {j} < {self.extent(op.input, d)})")
+        fill = self.scalar(op.value, t)
+        if not conds:
+            return self.emit(op.input, src)
+        self.s.counter += 1
+        name = f"p{self.s.counter}"
+        self.line(f"{t} {name} = {fill};")
+        self.s.cond_depth += 1
+        self.open(f"if ({' && '.join(conds)})")
+        self.line(f"{name} = {self.emit(op.input, src)};")
+        self.close()
+        self.s.cond_depth -= 1
+        return name
+
+    def op_CatOp(self, op: R.CatOp, idx):
+        dim = op.dim.value.data
+        t = X.COMPUTE_TYPE[op.result.type.dtype]
+        self.s.counter += 1
+        name = f"c{self.s.counter}"
+        self.line(f"{t} {name};")
+        offset = "0LL"
+        self.s.cond_depth += 1
+        for k, v in enumerate(op.inputs):
+            end = f"({offset} + {self.extent(v, dim)})"
+            keyword = "if" if k == 0 else "else if"
+            header = f"{keyword} ({idx[dim]} < {end})" if k < len(op.inputs) - 1 else "else"
+            self.open(header)
+            src = list(idx)
+            src[dim] = f"({idx[dim]} - {offset})"
+            self.line(f"{name} = {self.emit(v, src)};")
+            self.close()
+            offset = end
+        self.s.cond_depth -= 1
+        return name
+
+    # gather family
+    def _lookup(self, op, idx, index_idx) -> str:
+        position = self.emit(op.index, index_idx)
+        src = list(idx)
+        src[op.axis] = f"(long long)({position})"
+        return self.emit(op.input, src)
+
+    def op_GatherOp(self, op: G.GatherOp, idx):
+        return self._lookup(op, idx, idx)
+
+    def op_TakeAlongAxisOp(self, op: G.TakeAlongAxisOp, idx):
+        return self._lookup(op, idx, idx)
+
+    def op_IndexSelectOp(self, op: G.IndexSelectOp, idx):
+        index_idx = [idx[op.axis]] if op.index.type.rank == 1 else []
+        return self._lookup(op, idx, index_idx)
+
+    # factories
+    def op_IotaOp(self, op: F.IotaOp, idx):
+        t = X.COMPUTE_TYPE[op.result.type.dtype]
+        start, step = self.scalar(op.start, t), self.scalar(op.step, t)
+        return self.tmp(t, X.round_expr(f"({start} + ({t})({idx[0]}) * {step})", op.result.type.dtype))
+
+    def op_FullOp(self, op: F.FullOp, idx):
+        dtype = op.result.type.dtype
+        return self.tmp(X.COMPUTE_TYPE[dtype], X.round_expr(self.scalar(op.value, X.COMPUTE_TYPE[dtype]), dtype))
+
+    # -- stores -------------------------------------------------------------------------
+    def store(self, v: SSAValue, idx: Sequence[str]) -> None:
+        value = self.emit(v, idx)
+        dtype = v.type.dtype  # type: ignore[union-attr]
+        ptr = self.tensor_ptr(v, True)
+        offset = self.offset(v, tuple("0" if e == BROADCAST else i for e, i in zip(v.type.shape, idx)))
+        self.line(f"fuser_st({ptr}, {offset}, {X.store_expr(value, dtype)});")
+
+    def unravel(self, value: SSAValue, dims: Sequence[int], linear: str, prefix: str) -> dict[int, str]:
+        """Index variables `<prefix><d>` of `dims` of `value` from a row-major linear index.
+        Names are fixed (not numbered) so that every phase loop indexes loads identically."""
+        names: dict[int, str] = {}
+        rest = linear
+        for k, d in enumerate(reversed(dims)):
+            e = self.extent(value, d)
+            names[d] = f"{prefix}{d}"
+            if k == len(dims) - 1:
+                self.line(f"const long long {names[d]} = {rest};")
+            else:
+                self.line(f"const long long {names[d]} = {rest} % {e};")
+                self.line(f"const long long {prefix}q{d} = {rest} / {e};")
+                rest = f"{prefix}q{d}"
+        return names
+
+    def numel(self, value: SSAValue, dims: Sequence[int]) -> str:
+        return " * ".join(self.extent(value, d) for d in dims) or "1LL"

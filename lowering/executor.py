@@ -1,0 +1,89 @@
+"""`FusionExecutor`: what `FusionDefinition.execute` runs for the "cpu" and "cuda" backends.
+
+Per call: check inputs → evaluate extents → cache key (lowering/cache_key.py: exactly what
+concretization and code generation consume) → on a miss, concretize + preseg + segment →
+schedules from the extents → kernels (compiled once per schedule tuple) → launch.
+A miss is logged with its reason (FUSER_LOG=recompile)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import ModuleOp
+
+from fuser_dialect.execution import _like_inputs
+from fuser_dialect.extents import evaluate_extents, runtime_arguments
+from fuser_dialect.fusion import the_fusion
+from fuser_dialect.inputs import check_inputs, is_torch_tensor
+from lowering.cache import FusionCache
+from lowering.cache_key import make_key
+from lowering.compiled import build_compiled_fusion
+from lowering.gather_checks import check_index_inputs
+from lowering.launch import DeviceMemory, KernelRecord, Launcher
+
+DISABLE_RESIZE_EXTENTS = "concretize_resize_extents"
+KNOWN_DISABLE_OPTIONS = (DISABLE_RESIZE_EXTENTS,)
+
+
+def disabled_options(explicit: Sequence[str]) -> frozenset[str]:
+    from_env = [o.strip() for o in os.environ.get("FUSER_DISABLE", "").split(",") if o.strip()]
+    options = frozenset(explicit) | frozenset(from_env)
+    unknown = options - set(KNOWN_DISABLE_OPTIONS)
+    if unknown:
+        raise ValueError(f"unknown disable option(s) {sorted(unknown)}; known: {list(KNOWN_DISABLE_OPTIONS)}")
+    return options
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    hits: int
+    misses: int
+    entries: list
+
+
+class FusionExecutor:
+    def __init__(self, module: ModuleOp):
+        self.module = module
+        self.fusion = the_fusion(module)
+        self.cache = FusionCache()
+        self._compiles = 0
+        self._reuses = 0
+        self._lock = threading.Lock()
+        self._local = threading.local()
+
+    def execute(self, inputs: Sequence[object], backend: str, disable: Sequence[str] = ()):
+        options = disabled_options(disable)
+        resize_extents = DISABLE_RESIZE_EXTENTS not in options
+        checked = check_inputs(self.fusion, inputs)
+        check_index_inputs(self.fusion, checked)
+        shapes, scalars = runtime_arguments(self.fusion, checked)
+        key = make_key(self.fusion, checked, backend, resize_extents)
+        compiled = self.cache.lookup_or_build(
+            key, lambda: build_compiled_fusion(self.module, shapes, scalars, backend, resize_extents)
+        )
+        extents = evaluate_extents(compiled.fusion, shapes, scalars)
+        domains = [extents.shape(p.domain) if p.domain is not None else () for p in compiled.plans]
+        kernels, compiled_now = compiled.kernels_for(compiled.schedules(domains))
+        with self._lock:
+            if compiled_now:
+                self._compiles += 1
+            else:
+                self._reuses += 1
+        memory = DeviceMemory(inputs) if backend == "cuda" else None
+        outputs, records = Launcher(compiled, kernels, extents, checked, memory).run(backend)
+        self._local.records = records
+        self._local.last = compiled
+        return _like_inputs(outputs, inputs) if backend == "cpu" and any(map(is_torch_tensor, inputs)) else outputs
+
+    def cache_info(self) -> CacheInfo:
+        """misses = kernel compilations (a new concretization or a new schedule);
+        entries = the key of each cached concretization."""
+        info = self.cache.info()
+        with self._lock:
+            return CacheInfo(self._reuses, self._compiles, list(info.entries))
+
+    def last_kernels(self) -> list[KernelRecord]:
+        return list(getattr(self._local, "records", []))

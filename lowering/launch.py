@@ -1,0 +1,165 @@
+"""Launching compiled kernels: buffers, kernel arguments from run-time extents, records.
+
+Every kernel parameter (lowering.emit_cuda.Param) is filled from the call: tensor
+pointers, element strides of the actual arrays, extents and scalar values from
+`evaluate_extents` on the concretized fusion, normalised slice starts from its resize facts."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.ir import SSAValue
+
+from fuser_dialect.fusion import output_order
+from fuser_dialect.types import TensorType, numpy_dtype
+from lowering.compiled import CompiledFusion, CompiledKernels
+from lowering.emit_cuda import EmittedKernel, Param
+
+_SCALAR_CTYPES = {"double": np.float64, "float": np.float32, "long long": np.int64, "int": np.int32, "bool": np.bool_}
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    """One launched kernel (fd.last_kernels())."""
+
+    name: str
+    scheduler: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    source: str
+    bytes_loaded: int | None = None
+    bytes_stored: int | None = None
+
+
+def empty_like_layout(shape: Sequence[int], dtype: np.dtype, order: Sequence[int] | None) -> np.ndarray:
+    """An uninitialised array of `shape` laid out in stride `order` (0 = fastest dim)."""
+    if order is None:
+        return np.empty(shape, dtype)
+    slowest_first = sorted(range(len(shape)), key=lambda d: -order[d])
+    dense = np.empty([shape[d] for d in slowest_first], dtype)
+    return dense.transpose(np.argsort(slowest_first))
+
+
+def _launch_size(kernel: EmittedKernel, plan, shapes: dict[SSAValue, tuple[int, ...]]) -> int:
+    if kernel.schedule.mode == "pointwise":
+        return math.prod(shapes[plan.outputs[0]])
+    domain = shapes[plan.domain]
+    return math.prod(e for d, e in enumerate(domain) if d not in plan.reduced_dims)
+
+
+class HostMemory:
+    """Buffers of the cpu backend: numpy arrays."""
+
+    def adopt(self, value):
+        return value
+
+    def empty(self, shape, dtype, order, like):
+        return empty_like_layout(shape, dtype, order)
+
+    def element_strides(self, buf) -> tuple[int, ...]:
+        return tuple(s // buf.itemsize for s in buf.strides)
+
+    def output(self, buf):
+        return buf
+
+
+class DeviceMemory:
+    """Buffers of the cuda backend: device arrays (torch CUDA tensors are used in place)."""
+
+    def __init__(self, inputs: Sequence[object]):
+        from lowering import gpu_runtime
+
+        self.gpu = gpu_runtime
+        self.like = [x for x in inputs if hasattr(x, "data_ptr")]
+
+    def adopt(self, value):
+        return self.gpu.to_device(value)
+
+    def empty(self, shape, dtype, order, like):
+        return self.gpu.empty(shape, dtype, stride_order=order, like=self.like)
+
+    def element_strides(self, buf) -> tuple[int, ...]:
+        return tuple(buf.strides)
+
+    def output(self, buf):
+        return buf.output()
+
+
+class Launcher:
+    """Runs one call of a CompiledFusion."""
+
+    def __init__(self, compiled: CompiledFusion, kernels: CompiledKernels, extents, checked: Sequence[object],
+                 memory=None):
+        self.compiled = compiled
+        self.kernels = kernels
+        self.rt = extents
+        self.mem = memory or HostMemory()
+        self.fusion: func.FuncOp = compiled.fusion
+        self.buffers = {
+            a: self.mem.adopt(v) for a, v in zip(self.fusion.body.block.args, checked) if isinstance(a.type, TensorType)
+        }
+        self.slice_facts = {f.op: f for f in extents.resizes if f.name == "fuser.slice"}
+        ret = self.fusion.body.block.last_op
+        assert isinstance(ret, func.ReturnOp)
+        self.output_layout = {v: output_order(self.fusion, i)[0] for i, v in enumerate(ret.arguments)}
+        self.returned = list(ret.arguments)
+
+    def allocate(self, v: SSAValue):
+        shape = self.rt.shape(v)
+        dtype = numpy_dtype(v.type.dtype)  # type: ignore[union-attr]
+        buf = self.mem.empty(shape, dtype, self.output_layout.get(v), None)
+        self.buffers[v] = buf
+        return buf
+
+    def argument(self, p: Param):
+        if p.kind in ("input", "output"):
+            return self.buffers[p.value]
+        if p.kind == "stride":
+            return np.int64(self.mem.element_strides(self.buffers[p.value])[p.dim])
+        if p.kind == "extent":
+            return np.int64(self.rt.shape(p.value)[p.dim])
+        if p.kind == "scalar":
+            value = self.rt.scalars[p.value]
+            if value is None:
+                raise ValueError(f"scalar {p.value} has no value at run time")
+            return _SCALAR_CTYPES[p.ctype](value)
+        if p.kind == "slice_start":
+            return np.int64(self.slice_facts[p.op].bounds[2 * p.dim])
+        raise AssertionError(p.kind)
+
+    def run(self, backend: str) -> tuple[list[object], list[KernelRecord]]:
+        records = []
+        for plan, kernel, module in zip(self.compiled.plans, self.kernels.kernels, self.kernels.modules):
+            for v in plan.outputs:
+                self.allocate(v)
+            size = _launch_size(kernel, plan, self.rt.shapes)
+            grid = kernel.schedule.grid(size)
+            block = kernel.schedule.block
+            loaded = stored = None
+            if size > 0:
+                args = [self.argument(p) for p in kernel.params]
+                if backend == "cpu":
+                    stats = module.launch(kernel.name, grid, block, args, needs_sync=kernel.needs_sync)
+                    loaded, stored = stats.bytes_loaded, stats.bytes_stored
+                else:
+                    module.launch(kernel.name, grid, block, args)
+            elif backend == "cpu":
+                loaded = stored = 0
+            records.append(KernelRecord(kernel.name, plan.scheduler.value, (grid, 1, 1), (block, 1, 1),
+                                        kernel.source, loaded, stored))
+        return [self.result(v) for v in self.returned], records
+
+    def result(self, v: SSAValue):
+        if isinstance(v.type, TensorType):
+            out = self.mem.output(self.buffers[v])
+            # A fusion input returned as is: outputs never alias inputs.
+            return np.array(out, copy=True) if _is_input(self.fusion, v) and isinstance(out, np.ndarray) else out
+        return self.rt.scalars[v]
+
+
+def _is_input(fusion: func.FuncOp, v: SSAValue) -> bool:
+    return v in fusion.body.block.args

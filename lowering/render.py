@@ -1,0 +1,173 @@
+"""`render(plan, schedule)`: the CUDA C of one kernel, as a pure function of its inputs.
+
+Kernel shapes (see lowering/schedule.py for how they are chosen):
+
+  pointwise        for (lin = global thread; lin < numel; lin += grid size)
+                     idx = unravel(lin); store every output at idx
+
+  inner reduction  for (row = blockIdx.x; row < rows; row += gridDim.x)
+                     per reduction: acc = identity; for each r of the row owned by this
+                       thread: acc = op(acc, input(row, r)); acc = block_reduce(acc)
+                     full outputs: for each r: store output(row, r)
+                     row outputs: thread 0 stores output(row)
+
+  outer reduction  the same with one thread per row and serial loops over r.
+"""
+
+from __future__ import annotations
+
+from fuser_dialect import ops_compute as C
+from lowering import cuda_exprs as X
+from lowering.emit_cuda import EmittedKernel, KernelEmitter, _Loop, prelude
+from lowering.kernel import KernelPlan
+from lowering.schedule import Schedule
+from lowering.segment import DROP, FULL, KEEP
+
+_SMEM_NAME = {"float": "fuser_smem_f", "double": "fuser_smem_d", "long long": "fuser_smem_ll", "int": "fuser_smem_i"}
+_FUNCTOR = {C.ReductionKind.SUM: "FuserSumOp", C.ReductionKind.PROD: "FuserProdOp",
+            C.ReductionKind.MAX: "FuserMaxOp", C.ReductionKind.MIN: "FuserMinOp"}
+
+
+def _accumulator_type(dtype: str) -> str:
+    return "long long" if dtype in ("i32", "i64", "i1") else X.COMPUTE_TYPE[dtype]
+
+
+def _pointwise(em: KernelEmitter) -> None:
+    plan = em.plan
+    dom = plan.outputs[0]
+    rank = dom.type.rank
+    em.line(f"const long long numel = {em.numel(dom, range(rank))};")
+    em.open("for (long long lin = (long long)blockIdx.x * blockDim.x + threadIdx.x; lin < numel; "
+            "lin += (long long)gridDim.x * blockDim.x)")
+    idx = em.unravel(dom, list(range(rank)), "lin", "i")
+    for out in plan.outputs:
+        em.store(out, [idx[d] for d in range(rank)])
+    em.close()
+
+
+class _RowKernel:
+    """Emits a reduction kernel: rows of the domain, phases, then the stores."""
+
+    def __init__(self, em: KernelEmitter):
+        self.em = em
+        plan = em.plan
+        self.domain = plan.domain
+        self.rank = self.domain.type.rank
+        self.reduced = list(plan.reduced_dims)
+        self.kept = [d for d in range(self.rank) if d not in self.reduced]
+        self.inner = em.schedule.mode == "inner"
+        self.smem_types: set[str] = set()
+
+    def full_idx(self, o: dict[int, str]) -> list[str]:
+        return [o[d] if d in o else f"r{d}" for d in range(self.rank)]
+
+    def open_loop(self, phase: int) -> None:
+        em = self.em
+        iters = em.schedule.iters
+        if self.inner and iters:
+            em.line("#pragma unroll")
+            em.open(f"for (int k = 0; k < {iters}; ++k)")
+            em.line("const long long rl = threadIdx.x + (long long)k * blockDim.x;")
+            em.open("if (rl < rlen)")
+            em.s.loop = _Loop(phase, "k")
+        elif self.inner:
+            em.open("for (long long rl = threadIdx.x; rl < rlen; rl += blockDim.x)")
+        else:
+            em.open("for (long long rl = 0; rl < rlen; ++rl)")
+        em.unravel(self.domain, self.reduced, "rl", "r")
+
+    def close_loop(self) -> None:
+        em = self.em
+        em.s.loop = None
+        em.close()
+        if self.inner and em.schedule.iters:
+            em.close()
+
+    def emit(self) -> None:
+        em, plan = self.em, self.em.plan
+        em.line(f"const long long rows = {em.numel(self.domain, self.kept)};")
+        em.line(f"const long long rlen = {em.numel(self.domain, self.reduced)};")
+        if self.inner:
+            em.open("for (long long row = blockIdx.x; row < rows; row += gridDim.x)")
+        else:
+            em.open("for (long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x; row < rows; "
+                    "row += (long long)gridDim.x * blockDim.x)")
+        o = em.unravel(self.domain, self.kept, "row", "o")
+        buffer_mark = len(em.s.lines)
+        for phase, red in enumerate(plan.reductions):
+            self.phase(phase, red, o)
+        full = [v for v in plan.outputs if plan.forms.get(v) == FULL]
+        if full:
+            self.open_loop(len(plan.reductions))
+            for v in full:
+                em.store(v, self.full_idx(o))
+            self.close_loop()
+        rows = [v for v in plan.outputs if plan.forms.get(v) in (KEEP, DROP)]
+        if rows:
+            if self.inner:
+                em.open("if (threadIdx.x == 0)")
+            for v in rows:
+                if plan.forms[v] == KEEP:
+                    em.store(v, [o.get(d, "0") for d in range(self.rank)])
+                else:
+                    em.store(v, [o[d] for d in self.kept])
+            if self.inner:
+                em.close()
+        indent = "  " * 2
+        decls = [f"{indent}{ctype} {name}[{em.schedule.iters}];" for name, ctype in em.buffers.values()]
+        em.s.lines[buffer_mark:buffer_mark] = decls
+        em.close()
+
+    def phase(self, phase: int, red: C.ReductionOp, o: dict[int, str]) -> None:
+        em = self.em
+        src, dst = red.input.type.dtype, red.result.type.dtype
+        acc_t = _accumulator_type(src)
+        identity = X.reduction_identity(red.op_kind, src if acc_t != "long long" else "i64")
+        acc = f"acc{phase}"
+        em.line(f"{acc_t} {acc} = {identity};")
+        self.open_loop(phase)
+        value = em.emit(red.input, self.full_idx(o))
+        em.line(f"{acc} = {X.reduction_combine(red.op_kind)}({acc}, ({acc_t}){value});")
+        self.close_loop()
+        if self.inner:
+            self.smem_types.add(acc_t)
+            em.line(f"{acc} = fuser_block_reduce({acc}, {_FUNCTOR[red.op_kind]}(), {identity}, {_SMEM_NAME[acc_t]});")
+            em.needs_sync = True
+        result_t = X.COMPUTE_TYPE[dst]
+        em.red_regs[red.result] = em.tmp(result_t, X.round_expr(f"({result_t}){acc}", dst), "red")
+
+
+def _emit_body(plan: KernelPlan, schedule: Schedule, buffered: frozenset) -> tuple[KernelEmitter, list[str]]:
+    em = KernelEmitter(plan, schedule, buffered)
+    if schedule.mode == "pointwise":
+        _pointwise(em)
+        return em, []
+    row = _RowKernel(em)
+    row.emit()
+    smem = [f"  __shared__ {t} {_SMEM_NAME[t]}[32];" for t in sorted(row.smem_types)]
+    return em, smem
+
+
+def render(plan: KernelPlan, schedule: Schedule) -> EmittedKernel:
+    """The CUDA C source of `plan` under `schedule`, and its parameters in order."""
+    em, smem = _emit_body(plan, schedule, frozenset())
+    if schedule.mode == "inner" and schedule.iters:
+        # Second pass: keep in registers every load that more than one phase reads.
+        reused = frozenset(k for k, phases in em.load_phases.items() if len(phases) > 1)
+        if reused:
+            em, smem = _emit_body(plan, schedule, reused)
+    name = plan.name
+    params = tuple(em.params.values())
+    signature = ",\n    ".join(f"{p.ctype} {p.name}" for p in params)
+    source = "\n".join([
+        prelude(),
+        X.SUPPORT,
+        f"// scheduler: {plan.scheduler}, mode: {schedule.mode}, block: {schedule.block}, iters: {schedule.iters}",
+        f'extern "C" __global__ void __launch_bounds__({schedule.block}) {name}(\n    {signature}) {{',
+        *smem,
+        *em.s.lines,
+        "}",
+        f"FUSER_HOST_LAUNCHER({name})",
+        "",
+    ])
+    return EmittedKernel(name, source, params, schedule, em.needs_sync)

@@ -1,0 +1,216 @@
+"""Segmentation: group the tensor ops of a fusion into as few kernels as possible.
+
+First the whole fusion is tried as one kernel. Otherwise ops are added in program order
+to the current segment while some scheduler accepts it, and a new segment starts where
+none does; the reason is kept (printed by the `segment` pass, tested with FileCheck).
+
+Schedulers:
+- pointwise: no reduction; every written output shares one iteration domain.
+- reduction / inner_persistent: every reduction reduces the same dims R of tensors of one
+  domain D. Values that depend on a reduction result must stay *row-consistent*: each is
+  `full` (shaped like D), `keep` (D with R broadcast) or `drop` (D without R), so that a
+  block owning one row of D can compute all of them. `inner_persistent` is the case where
+  a reduction result flows back onto full rows (softmax, layer-norm).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from xdsl.dialects import func
+from xdsl.ir import Operation, SSAValue
+
+from fuser_dialect import ops_compute as C
+from fuser_dialect import ops_gather as G
+from fuser_dialect import ops_layout as L
+from fuser_dialect.types import TensorType
+from lowering.kernel import KernelPlan, Scheduler
+from lowering.symbolic import B, SymbolicExtents
+
+FULL, KEEP, DROP = "full", "keep", "drop"
+_ELEMENTWISE = (C.UnaryOp, C.CastOp, C.BinaryOp, C.WhereOp)
+
+
+@dataclass
+class Verdict:
+    ok: bool
+    reason: str = ""
+    scheduler: Scheduler = Scheduler.POINTWISE
+    domain: SSAValue | None = None
+    reduced_dims: tuple[int, ...] = ()
+    forms: dict[SSAValue, str] = field(default_factory=dict)
+
+
+def is_tensor_op(op: Operation) -> bool:
+    return bool(op.results) and isinstance(op.results[0].type, TensorType)
+
+
+def _describe(sym: SymbolicExtents, v: SSAValue) -> str:
+    return "[" + ", ".join(str(s) for s in sym.shape(v)) + "]"
+
+
+class Segmenter:
+    def __init__(self, fusion: func.FuncOp):
+        self.fusion = fusion
+        self.sym = SymbolicExtents(fusion)
+        self.ops = [op for op in fusion.body.block.ops if is_tensor_op(op)]
+        ret = fusion.body.block.last_op
+        assert isinstance(ret, func.ReturnOp)
+        self.returned = set(ret.arguments)
+
+    # -- outputs ------------------------------------------------------------------
+    def outputs(self, seg: Sequence[Operation], pessimistic: bool) -> list[SSAValue]:
+        """Values of `seg` that must be written: returned ones and (pessimistic) any used outside."""
+        members = set(seg)
+        outs = []
+        for op in seg:
+            v = op.results[0]
+            used_outside = any(u.operation not in members for u in v.uses if is_tensor_op(u.operation))
+            if v in self.returned or (pessimistic and used_outside):
+                outs.append(v)
+        return outs
+
+    # -- classification -----------------------------------------------------------
+    def classify(self, seg: Sequence[Operation], outputs: Sequence[SSAValue]) -> Verdict:
+        reductions = [op for op in seg if isinstance(op, C.ReductionOp)]
+        if reductions:
+            return self._classify_reduction(seg, outputs, reductions)
+        shapes = {self.sym.shape(v) for v in outputs}
+        if len(shapes) > 1:
+            a, b = sorted(shapes, key=str)[:2]
+            return Verdict(False, f"pointwise outputs have different iteration domains {list(a)} and {list(b)}")
+        return Verdict(True, scheduler=Scheduler.POINTWISE, domain=outputs[0] if outputs else None)
+
+    def _shape_form(self, v: SSAValue, domain: tuple, reduced: set[int]) -> str | None:
+        s = self.sym.shape(v)
+        n = len(domain)
+        if len(s) == n and all(a == b or a == B for a, b in zip(s, domain)):
+            return KEEP if all(s[d] == B for d in reduced) else FULL
+        kept = [e for d, e in enumerate(domain) if d not in reduced]
+        if len(s) == len(kept) and all(a == b or a == B for a, b in zip(s, kept)):
+            return DROP
+        return None
+
+    def _classify_reduction(self, seg, outputs, reductions) -> Verdict:
+        reduced = reductions[0].reduced_dims
+        ref = min((r.input for r in reductions), key=lambda v: self.sym.shape(v).count(B))
+        domain = self.sym.shape(ref)
+        for r in reductions:
+            if r.reduced_dims != reduced:
+                return Verdict(False, f"reductions over different dims {list(reduced)} and {list(r.reduced_dims)}")
+            if self._shape_form(r.input, domain, set(reduced)) is None:
+                return Verdict(False, f"reduction inputs have different domains {list(domain)} and {_describe(self.sym, r.input)}")
+        forms: dict[SSAValue, str] = {}
+        rset = set(reduced)
+
+        def form_of(v: SSAValue) -> str | None:
+            return forms.get(v) or (self._shape_form(v, domain, rset) if isinstance(v.type, TensorType) else None)
+
+        for op in seg:
+            tainted = [v for v in op.operands if v in forms]
+            if isinstance(op, C.ReductionOp):
+                if form_of(op.input) not in (FULL, KEEP):
+                    return Verdict(False, f"{op.name} input is not shaped like the reduction domain")
+                forms[op.result] = KEEP if op.keepdim is not None else DROP
+                continue
+            if not tainted:
+                continue
+            form = self._tainted_form(op, form_of, rset, forms)
+            if form is None or form.startswith("!"):
+                why = form[1:] if form else f"{op.name} remaps the indices of a reduction result"
+                return Verdict(False, why)
+            forms[op.results[0]] = form
+        # Only values that depend on a reduction are in `forms` here.
+        normalization = any(f == FULL for f in forms.values())
+        for v in outputs:
+            if v not in forms:
+                form = self._shape_form(v, domain, rset)
+                if form is None:
+                    return Verdict(False, f"output {_describe(self.sym, v)} is not shaped like the reduction domain {list(domain)}")
+                forms[v] = form
+        kind = Scheduler.INNER_PERSISTENT if normalization else Scheduler.REDUCTION
+        return Verdict(True, scheduler=kind, domain=ref, reduced_dims=tuple(reduced), forms=forms)
+
+    def _tainted_form(self, op: Operation, form_of, rset: set[int], forms: dict) -> str | None:
+        if isinstance(op, _ELEMENTWISE):
+            operand_forms = [form_of(v) for v in op.operands if isinstance(v.type, TensorType)]
+            if None in operand_forms:
+                return f"!{op.name} combines a reduction result with a value of another domain"
+            if DROP in operand_forms:
+                return DROP if set(operand_forms) == {DROP} else f"!{op.name} mixes reduced and unreduced ranks"
+            return FULL if FULL in operand_forms else KEEP
+        if isinstance(op, L.BroadcastOp):
+            ok = form_of(op.input) == DROP and set(op.dims.get_values()) == rset
+            return KEEP if ok else None
+        if isinstance(op, L.SqueezeOp):
+            ok = form_of(op.input) == KEEP and set(op.dims.get_values()) == rset
+            return DROP if ok else None
+        if isinstance(op, L.ExpandOp):
+            return FULL if form_of(op.input) in (FULL, KEEP) else None
+        if isinstance(op, (G.TakeAlongAxisOp, G.GatherOp)):
+            ok = (form_of(op.input) == FULL and op.index not in forms
+                  and form_of(op.index) == KEEP and rset == {op.axis})
+            return KEEP if ok else None
+        return None
+
+    # -- the algorithm --------------------------------------------------------------
+    def plan(self) -> list[KernelPlan]:
+        if not self.ops:
+            return []
+        whole = self.classify(self.ops, self.outputs(self.ops, pessimistic=True))
+        if whole.ok:
+            return self._finish([(self.ops, whole, "")])
+        segments: list[tuple[list[Operation], Verdict, str]] = []
+        current: list[Operation] = []
+        reason = ""
+        for op in self.ops:
+            trial = current + [op]
+            verdict = self.classify(trial, self.outputs(trial, pessimistic=False))
+            if verdict.ok or not current:
+                current = trial
+                continue
+            segments += self._close(current, reason)
+            reason = f"split before {op.name}: {verdict.reason}"
+            current = [op]
+        segments += self._close(current, reason)
+        return self._finish(segments)
+
+    def _close(self, seg: list[Operation], reason: str) -> list[tuple[list[Operation], Verdict, str]]:
+        """Final outputs of `seg` are known once later ops are placed; re-split if they do not fit."""
+        verdict = self.classify(seg, self.outputs(seg, pessimistic=True))
+        if verdict.ok:
+            return [(seg, verdict, reason)]
+        result = []
+        current: list[Operation] = []
+        for op in seg:
+            trial = current + [op]
+            v = self.classify(trial, self.outputs(trial, pessimistic=True))
+            if v.ok or not current:
+                current = trial
+                continue
+            result.append((current, self.classify(current, self.outputs(current, True)), reason))
+            reason = f"split before {op.name}: {v.reason}"
+            current = [op]
+        result.append((current, self.classify(current, self.outputs(current, True)), reason))
+        return result
+
+    def _finish(self, segments) -> list[KernelPlan]:
+        plans = []
+        for k, (seg, verdict, reason) in enumerate(segments):
+            members = set(seg)
+            inputs: list[SSAValue] = []
+            for op in seg:
+                for v in op.operands:
+                    if isinstance(v.type, TensorType) and (v.owner not in members) and v not in inputs:
+                        inputs.append(v)
+            plans.append(KernelPlan(
+                index=k, ops=list(seg), inputs=inputs, outputs=self.outputs(seg, pessimistic=True),
+                scheduler=verdict.scheduler, split_reason=reason, domain=verdict.domain,
+                reduced_dims=verdict.reduced_dims, forms=verdict.forms,
+            ))
+        return plans
+
+
+def plan_kernels(fusion: func.FuncOp) -> list[KernelPlan]:
+    return Segmenter(fusion).plan()
