@@ -18,6 +18,7 @@ kernel serves every batch size its schedule was chosen for.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -80,6 +81,10 @@ def _literal(attr) -> str:
     return f"{attr.value.data}LL" if attr.type.width.data > 1 else ("true" if attr.value.data else "false")
 
 
+_ROW_INVARIANT = re.compile(r"r\d+|\d+")
+"""An index component naming only reduced-dim variables or constants (no row variable)."""
+
+
 @dataclass
 class _Loop:
     """The phase loop being emitted: loads at cond_depth 0 inside it may be buffered."""
@@ -110,6 +115,7 @@ class KernelEmitter:
         self.buffers: dict[tuple, tuple[str, str]] = {}  # load key -> (buffer, ctype)
         self.filled: set[tuple] = set()
         self.load_phases: dict[tuple, set[int]] = {}
+        self.invariant: dict[tuple, tuple[str, str]] = {}  # row-invariant load key -> (buffer, ctype)
         self.needs_sync = False
 
     # -- output helpers -------------------------------------------------------------
@@ -200,6 +206,8 @@ class KernelEmitter:
         key = (v, idx)
         if loop is None or self.s.cond_depth:
             return self.tmp(ctype, raw, "v")
+        if all(_ROW_INVARIANT.fullmatch(i) for i in idx):
+            return self.invariant_load(key, ctype, raw, loop)
         self.load_phases.setdefault(key, set()).add(loop.phase)
         if key not in self.buffered:
             return self.tmp(ctype, raw, "v")
@@ -210,6 +218,15 @@ class KernelEmitter:
             self.filled.add(key)
             self.line(f"{buf}[{loop.slot}] = {raw};")
         return self.tmp(ctype, f"{buf}[{loop.slot}]", "v")
+
+    def invariant_load(self, key: tuple, ctype: str, raw: str, loop: _Loop) -> str:
+        """A load that is the same for every row (a weight, a bias): kept in registers across
+        all the rows a block processes, filled on its first row only."""
+        if key not in self.invariant:
+            self.invariant[key] = (f"inv{len(self.invariant)}", ctype)
+            buf = self.invariant[key][0]
+            self.line(f"if (fuser_first_row) {buf}[{loop.slot}] = {raw};")
+        return self.tmp(ctype, f"{self.invariant[key][0]}[{loop.slot}]", "v")
 
     def emit_op(self, op: Operation, idx: tuple[str, ...]) -> str:
         handler = getattr(self, f"op_{type(op).__name__}", None)

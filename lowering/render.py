@@ -87,6 +87,7 @@ class _RowKernel:
         em, plan = self.em, self.em.plan
         em.line(f"const long long rows = {em.numel(self.domain, self.kept)};")
         em.line(f"const long long rlen = {em.numel(self.domain, self.reduced)};")
+        row_mark = len(em.s.lines)
         if self.inner:
             em.open("for (long long row = blockIdx.x; row < rows; row += gridDim.x)")
         else:
@@ -116,7 +117,13 @@ class _RowKernel:
         indent = "  " * 2
         decls = [f"{indent}{ctype} {name}[{em.schedule.iters}];" for name, ctype in em.buffers.values()]
         em.s.lines[buffer_mark:buffer_mark] = decls
+        if em.invariant:
+            em.line("fuser_first_row = false;")
         em.close()
+        if em.invariant:
+            outer = "  " * 1
+            hoisted = [f"{outer}{ctype} {name}[{em.schedule.iters}];" for name, ctype in em.invariant.values()]
+            em.s.lines[row_mark:row_mark] = hoisted + [f"{outer}bool fuser_first_row = true;"]
 
     def phase(self, phase: int, red: C.ReductionOp, o: dict[int, str]) -> None:
         em = self.em

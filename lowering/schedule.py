@@ -22,6 +22,9 @@ from lowering.kernel import KernelPlan, Scheduler
 
 MAX_PERSISTENT_ITERS = 32
 MAX_GRID = 65535
+PERSISTENT_GRID = 132
+"""Blocks of an inner persistent kernel: one per SM of an H100, each looping over rows, so
+row-invariant loads (weights, biases) are read once per block, not once per row."""
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,7 @@ class Schedule:
 
     def grid(self, rows_or_elements: int) -> int:
         if self.mode == "inner":
-            return max(1, min(rows_or_elements, MAX_GRID))
+            return max(1, min(rows_or_elements, PERSISTENT_GRID if self.iters else MAX_GRID))
         return max(1, min(math.ceil(rows_or_elements / self.block), MAX_GRID))
 
 

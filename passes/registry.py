@@ -26,3 +26,12 @@ def get_pass(name: str) -> type[ModulePass]:
 
 def all_pass_factories() -> dict[str, Callable[[], type[ModulePass]]]:
     return {name: pass_factory(name) for name in PASSES}
+
+
+# Pre-segmentation passes.
+register("remove-bcast-squeeze", "passes.remove_bcast_squeeze", "RemoveBcastSqueezePass")
+register("consecutive-cast", "passes.consecutive_cast", "ConsecutiveCastPass")
+register("allocation-order-inference", "passes.allocation_order", "AllocationOrderInferencePass")
+register("fuser-preseg", "passes.preseg", "PresegPass")
+register("segment", "lowering.segment_pass", "SegmentPass")
+register("concretize", "passes.concretize", "ConcretizePass")
