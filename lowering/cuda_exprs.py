@@ -27,6 +27,16 @@ struct FuserSumOp { template <typename T> __device__ __forceinline__ T operator(
 struct FuserProdOp { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a * b; } };
 struct FuserMaxOp { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return fuser_max(a, b); } };
 struct FuserMinOp { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return fuser_min(a, b); } };
+// Online normaliser (max, sum of exp(x - max)) for one more element / another partial pair.
+template <typename T> __device__ __forceinline__ void fuser_online_merge(T& m, T& s, T m2, T s2) {
+  const T mn = fuser_max(m, m2);
+  if (mn == (T)-INFINITY) { s = s + s2; return; }
+  s = s * exp(m - mn) + s2 * exp(m2 - mn);
+  m = mn;
+}
+template <typename T> __device__ __forceinline__ void fuser_online_update(T& m, T& s, T x) {
+  fuser_online_merge(m, s, x, (T)1);
+}
 // Block-wide reduction; every thread gets the result. blockDim.x must be a multiple of 32.
 template <typename T, typename Op>
 __device__ __forceinline__ T fuser_block_reduce(T v, Op op, T identity, T* smem) {
@@ -38,6 +48,23 @@ __device__ __forceinline__ T fuser_block_reduce(T v, Op op, T identity, T* smem)
   for (int off = 16; off > 0; off >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
   __syncthreads();
   return v;
+}
+template <typename T>
+__device__ __forceinline__ void fuser_block_reduce_online(T& m, T& s, T* smem) {
+  for (int off = 16; off > 0; off >>= 1) {
+    const T m2 = __shfl_xor_sync(0xffffffffu, m, off), s2 = __shfl_xor_sync(0xffffffffu, s, off);
+    fuser_online_merge(m, s, m2, s2);
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  if (lane == 0) { smem[warp] = m; smem[32 + warp] = s; }
+  __syncthreads();
+  m = lane < warps ? smem[lane] : (T)-INFINITY;
+  s = lane < warps ? smem[32 + lane] : (T)0;
+  for (int off = 16; off > 0; off >>= 1) {
+    const T m2 = __shfl_xor_sync(0xffffffffu, m, off), s2 = __shfl_xor_sync(0xffffffffu, s, off);
+    fuser_online_merge(m, s, m2, s2);
+  }
+  __syncthreads();
 }
 """
 

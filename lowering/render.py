@@ -17,6 +17,7 @@ Kernel shapes (see lowering/schedule.py for how they are chosen):
 from __future__ import annotations
 
 from fuser_dialect import ops_compute as C
+from fuser_dialect import ops_layout as L
 from lowering import cuda_exprs as X
 from lowering.emit_cuda import EmittedKernel, KernelEmitter, _Loop, prelude
 from lowering.kernel import KernelPlan
@@ -95,8 +96,13 @@ class _RowKernel:
                     "row += (long long)gridDim.x * blockDim.x)")
         o = em.unravel(self.domain, self.kept, "row", "o")
         buffer_mark = len(em.s.lines)
+        online = online_softmax_pairs(plan.reductions) if not em.schedule.iters else {}
+        merged = set(online.values())
         for phase, red in enumerate(plan.reductions):
-            self.phase(phase, red, o)
+            if red in online:
+                self.online_phase(phase, red, online[red], o)
+            elif red not in merged:
+                self.phase(phase, red, o)
         full = [v for v in plan.outputs if plan.forms.get(v) == FULL]
         if full:
             self.open_loop(len(plan.reductions))
@@ -144,6 +150,58 @@ class _RowKernel:
         em.red_regs[red.result] = em.tmp(result_t, X.round_expr(f"({result_t}){acc}", dst), "red")
 
 
+    def online_phase(self, phase: int, red_max: C.ReductionOp, red_sum: C.ReductionOp, o: dict[int, str]) -> None:
+        """max(x) and sum(exp(x - max)) in ONE pass over the row (online normaliser): the running
+        sum is rescaled whenever the running max grows. Used when the row does not fit in
+        registers, so that log-sum-exp (cross-entropy) still reads its input once."""
+        em = self.em
+        t = _accumulator_type(red_max.input.type.dtype)
+        m, s = f"acc{phase}m", f"acc{phase}s"
+        em.line(f"{t} {m} = ({t})-INFINITY;")
+        em.line(f"{t} {s} = ({t})0;")
+        self.open_loop(phase)
+        x = em.emit(red_max.input, self.full_idx(o))
+        em.line(f"fuser_online_update({m}, {s}, ({t}){x});")
+        self.close_loop()
+        if self.inner:
+            self.smem_types.add(t)
+            em.line(f"fuser_block_reduce_online({m}, {s}, {_SMEM_NAME[t]});")
+            em.needs_sync = True
+        for red, acc in ((red_max, m), (red_sum, s)):
+            dst = red.result.type.dtype
+            result_t = X.COMPUTE_TYPE[dst]
+            em.red_regs[red.result] = em.tmp(result_t, X.round_expr(f"({result_t}){acc}", dst), "red")
+
+
+def _is_max_result(value, red_max: C.ReductionOp) -> bool:
+    """`value` is red_max's result, either kept (keepdim) or broadcast back over the reduced dims."""
+    if value is red_max.result:
+        return red_max.keepdim is not None
+    op = value.owner
+    return (isinstance(op, L.BroadcastOp) and op.input is red_max.result and red_max.keepdim is None
+            and tuple(op.dims.get_values()) == red_max.reduced_dims)
+
+
+def online_softmax_pairs(reductions: list[C.ReductionOp]) -> dict[C.ReductionOp, C.ReductionOp]:
+    """max reductions M paired with a later sum S of exp(M.input - M) over the same dims."""
+    pairs = {}
+    for m in reductions:
+        if m.op_kind != C.ReductionKind.MAX or m.input.type.dtype not in ("f32", "f64", "f16", "bf16"):
+            continue
+        for s in reductions:
+            if s.op_kind != C.ReductionKind.SUM or s in pairs.values() or s.reduced_dims != m.reduced_dims:
+                continue
+            exp = s.input.owner
+            if not (isinstance(exp, C.UnaryOp) and exp.op_kind == C.UnaryKind.EXP):
+                continue
+            sub = exp.input.owner
+            if (isinstance(sub, C.BinaryOp) and sub.op_kind == C.BinaryKind.SUB and sub.lhs is m.input
+                    and _is_max_result(sub.rhs, m) and exp.result.type.dtype == m.input.type.dtype):
+                pairs[m] = s
+                break
+    return pairs
+
+
 def _emit_body(plan: KernelPlan, schedule: Schedule, buffered: frozenset) -> tuple[KernelEmitter, list[str]]:
     em = KernelEmitter(plan, schedule, buffered)
     if schedule.mode == "pointwise":
@@ -151,7 +209,7 @@ def _emit_body(plan: KernelPlan, schedule: Schedule, buffered: frozenset) -> tup
         return em, []
     row = _RowKernel(em)
     row.emit()
-    smem = [f"  __shared__ {t} {_SMEM_NAME[t]}[32];" for t in sorted(row.smem_types)]
+    smem = [f"  __shared__ {t} {_SMEM_NAME[t]}[64];" for t in sorted(row.smem_types)]
     return em, smem
 
 

@@ -35,3 +35,7 @@ register("allocation-order-inference", "passes.allocation_order", "AllocationOrd
 register("fuser-preseg", "passes.preseg", "PresegPass")
 register("segment", "lowering.segment_pass", "SegmentPass")
 register("concretize", "passes.concretize", "ConcretizePass")
+# Gather family (cross-entropy).
+register("gather-to-take-along-axis", "passes.gather_to_take_along_axis", "GatherToTakeAlongAxisPass")
+register("gather-sum-to-one-hot", "passes.gather_sum_to_one_hot", "GatherSumToOneHotPass")
+register("move-gather", "passes.move_gather", "MoveGatherPass")
