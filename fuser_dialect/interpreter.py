@@ -26,7 +26,7 @@ from fuser_dialect import ops_layout as L
 from fuser_dialect import ops_resize as R
 from fuser_dialect.inputs import check_inputs
 from fuser_dialect.shape_rules import normalize_slice_bound
-from fuser_dialect.types import BROADCAST, TensorType, dtype_name, numpy_dtype
+from fuser_dialect.types import BROADCAST, DYNAMIC_ENTRY, TensorType, dtype_name, numpy_dtype
 
 
 class InterpreterError(ValueError):
@@ -285,18 +285,35 @@ def _permute(op: L.PermuteOp, args: list[Value]) -> Value:
 
 def _mixed(values, dyn_args: Sequence[Value]) -> list[int]:
     it = iter(int(v) for v in dyn_args)
-    return [next(it) if v == -1 else v for v in values]
+    return [next(it) if v == DYNAMIC_ENTRY else v for v in values]
 
 
 def pad_array(x: np.ndarray, widths: Sequence[int], value: Value) -> np.ndarray:
-    """F.pad semantics per dim (left, right); negative widths crop."""
-    crop = tuple(slice(max(-widths[2 * d], 0), x.shape[d] - max(-widths[2 * d + 1], 0)) for d in range(x.ndim))
-    x = x[crop]
-    if any(s < 0 for s in x.shape):
-        raise InterpreterError("fuser.pad: negative widths crop more than the extent")
-    pads = [(max(widths[2 * d], 0), max(widths[2 * d + 1], 0)) for d in range(x.ndim)]
+    """F.pad semantics per dim (left, right): out[i] = x[i - left] where that is in range,
+    else `value`; the output extent is extent + left + right. Negative widths crop, and a
+    crop on one side may eat into the padding of the other."""
+    shape = []
+    for d in range(x.ndim):
+        left, right = widths[2 * d], widths[2 * d + 1]
+        extent = x.shape[d] + left + right
+        if extent < 0:
+            raise InterpreterError(
+                f"fuser.pad: dim {d} of extent {x.shape[d]} padded by ({left}, {right}) has "
+                f"negative extent {extent} at run time"
+            )
+        shape.append(extent)
     fill = cast_array(np.asarray(value), dtype_of_array(x))
-    return np.pad(x, pads, mode="constant", constant_values=fill)
+    out = np.full(shape, fill, dtype=x.dtype)
+    dst, src = [], []
+    for d in range(x.ndim):
+        left = widths[2 * d]
+        lo, hi = max(left, 0), min(shape[d], left + x.shape[d])  # output positions fed by x
+        if hi <= lo:
+            return out  # nothing of x survives the crop
+        dst.append(slice(lo, hi))
+        src.append(slice(lo - left, hi - left))
+    out[tuple(dst)] = x[tuple(src)]
+    return out
 
 
 def dtype_of_array(x: np.ndarray) -> str:
@@ -458,3 +475,23 @@ _IMPLS: dict[type[Operation], Callable[[Operation, list[Value]], Value]] = {
 
 def interpret(fusion: func.FuncOp, inputs: Sequence[object]) -> list[Value]:
     return ReferenceInterpreter(fusion).run(inputs)
+
+
+def backward_slice(fusion: func.FuncOp, targets: Sequence[SSAValue]) -> list[Operation]:
+    """The ops (in program order) that `targets` depend on."""
+    needed: set[SSAValue] = set(targets)
+    ops: list[Operation] = []
+    for op in reversed(list(fusion.body.block.ops)):
+        if any(r in needed for r in op.results):
+            ops.append(op)
+            needed.update(op.operands)
+    return ops[::-1]
+
+
+def evaluate_values(fusion: func.FuncOp, args: Sequence[Value], targets: Sequence[SSAValue]) -> list[Value]:
+    """The values of `targets` for already checked `args`, running only the ops they need."""
+    env: dict[SSAValue, Value] = dict(zip(fusion.body.block.args, args))
+    for op in backward_slice(fusion, targets):
+        with np.errstate(all="ignore"):
+            env[op.results[0]] = _IMPLS[type(op)](op, [env[v] for v in op.operands])
+    return [env[t] for t in targets]

@@ -11,14 +11,17 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
+from fuser_dialect.extents import ExtentPlan
 from fuser_dialect.fusion import make_context, the_fusion
 from lowering.emit_cuda import EmittedKernel
 from lowering.kernel import KernelPlan
-from lowering.render import render
+from lowering.kernel import Scheduler
+from lowering.render import invariant_prefixes, render
 from lowering.schedule import Schedule, choose_schedule
 from lowering.segment import plan_kernels
 
@@ -45,8 +48,18 @@ class CompiledFusion:
     def fusion(self) -> func.FuncOp:
         return the_fusion(self.module)
 
-    def schedules(self, domain_shapes: Sequence[tuple[int, ...]]) -> tuple[Schedule, ...]:
-        return tuple(choose_schedule(p, s) for p, s in zip(self.plans, domain_shapes))
+    @cached_property
+    def extent_plan(self) -> ExtentPlan:
+        """Run-time extents of the concretized fusion (kernel arguments), read once."""
+        return ExtentPlan(self.fusion)
+
+    def schedules(self, extents) -> tuple[Schedule, ...]:
+        """The schedule of every kernel for these run-time extents."""
+        return tuple(
+            choose_schedule(p, [extents.shape(v) for v in p.domain_values()],
+                            invariant_prefixes(p) if p.scheduler == Scheduler.POINTWISE else ())
+            for p in self.plans
+        )
 
     def kernels_for(self, schedules: tuple[Schedule, ...]) -> tuple[CompiledKernels, bool]:
         """(kernels, compiled_now). Compiles under the entry's lock: once per schedule tuple."""

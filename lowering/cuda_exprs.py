@@ -37,6 +37,9 @@ template <typename T> __device__ __forceinline__ void fuser_online_merge(T& m, T
 template <typename T> __device__ __forceinline__ void fuser_online_update(T& m, T& s, T x) {
   fuser_online_merge(m, s, x, (T)1);
 }
+// Lane 0's value for the whole warp (a row-level load done once per warp, not per thread).
+template <typename T> __device__ __forceinline__ T fuser_lane0(T v) { return __shfl_sync(0xffffffffu, v, 0); }
+__device__ __forceinline__ bool fuser_lane0(bool v) { return __shfl_sync(0xffffffffu, (int)v, 0) != 0; }
 // Block-wide reduction; every thread gets the result. blockDim.x must be a multiple of 32.
 template <typename T, typename Op>
 __device__ __forceinline__ T fuser_block_reduce(T v, Op op, T identity, T* smem) {
@@ -129,7 +132,8 @@ def unary_expr(kind: UnaryKind, x: str, dtype: str) -> str:
         case UnaryKind.ROUND:
             return f"{_fn('rint', dtype)}({x})"
         case UnaryKind.SIGN:
-            return f"(({t})(({x}) > 0) - ({t})(({x}) < 0))"
+            sign = f"(({t})(({x}) > 0) - ({t})(({x}) < 0))"
+            return f"(({x}) != ({x}) ? ({x}) : {sign})" if is_float else sign  # NaN stays NaN
         case UnaryKind.LOGICAL_NOT:
             return f"({x} == 0)"
         case UnaryKind.BITWISE_NOT:

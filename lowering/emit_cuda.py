@@ -85,6 +85,30 @@ _ROW_INVARIANT = re.compile(r"r\d+|\d+")
 """An index component naming only reduced-dim variables or constants (no row variable)."""
 
 
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_NUMBER = re.compile(r"\b\d+(LL)?\b")
+_PARAM = re.compile(r"(ext|st|ss|sc)\d+")
+
+
+@dataclass
+class _Hoist:
+    """Where loop-invariant loads are inserted, and which index variables they may use."""
+
+    line: int
+    memo_level: int
+    indent: int
+    allowed: frozenset[str]
+    warp_broadcast: bool = False
+    """Every thread of a block needs the same value: lane 0 of each warp loads, a shuffle shares it."""
+
+    def accepts(self, idx: Sequence[str]) -> bool:
+        for component in idx:
+            for name in _IDENTIFIER.findall(_NUMBER.sub(" ", component)):
+                if name not in self.allowed and not _PARAM.fullmatch(name):
+                    return False
+        return True
+
+
 @dataclass
 class _Loop:
     """The phase loop being emitted: loads at cond_depth 0 inside it may be buffered."""
@@ -116,6 +140,8 @@ class KernelEmitter:
         self.filled: set[tuple] = set()
         self.load_phases: dict[tuple, set[int]] = {}
         self.invariant: dict[tuple, tuple[str, str]] = {}  # row-invariant load key -> (buffer, ctype)
+        self.hoist: _Hoist | None = None
+        self.loads_seen: list[tuple[str, ...]] | None = None  # set by analyses that read load indices
         self.needs_sync = False
 
     # -- output helpers -------------------------------------------------------------
@@ -204,6 +230,10 @@ class KernelEmitter:
         raw = X.load_expr(f"fuser_ld({self.tensor_ptr(v, False)}, {self.offset(v, idx)})", dtype)
         loop = self.s.loop
         key = (v, idx)
+        if self.loads_seen is not None:
+            self.loads_seen.append(idx)
+        if self.hoist is not None and not self.s.cond_depth and self.hoist.accepts(idx):
+            return self.hoisted_load(key, ctype, raw)
         if loop is None or self.s.cond_depth:
             return self.tmp(ctype, raw, "v")
         if all(_ROW_INVARIANT.fullmatch(i) for i in idx):
@@ -218,6 +248,25 @@ class KernelEmitter:
             self.filled.add(key)
             self.line(f"{buf}[{loop.slot}] = {raw};")
         return self.tmp(ctype, f"{buf}[{loop.slot}]", "v")
+
+    def hoist_here(self, allowed: set[str], warp_broadcast: bool = False) -> None:
+        """Loads emitted later whose index uses only `allowed` variables go here, before the
+        loop about to be opened (pointwise outer loop, reduction phase loops)."""
+        self.hoist = _Hoist(len(self.s.lines), len(self.s.memo) - 1, self.s.indent, frozenset(allowed), warp_broadcast)
+
+    def hoisted_load(self, key: tuple, ctype: str, raw: str) -> str:
+        h = self.hoist
+        assert h is not None
+        scope = self.s.memo[h.memo_level]
+        if key not in scope:
+            self.s.counter += 1
+            name = f"h{self.s.counter}"
+            if h.warp_broadcast:
+                raw = f"fuser_lane0((threadIdx.x & 31) == 0 ? ({ctype})({raw}) : ({ctype})0)"
+            self.s.lines.insert(h.line, "  " * h.indent + f"const {ctype} {name} = {raw};")
+            h.line += 1
+            scope[key] = name
+        return scope[key]
 
     def invariant_load(self, key: tuple, ctype: str, raw: str, loop: _Loop) -> str:
         """A load that is the same for every row (a weight, a bias): kept in registers across

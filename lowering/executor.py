@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import ModuleOp
 
 from fuser_dialect.execution import _like_inputs
-from fuser_dialect.extents import evaluate_extents, runtime_arguments
+from fuser_dialect.extents import ExtentPlan, runtime_arguments
 from fuser_dialect.fusion import the_fusion
 from fuser_dialect.inputs import check_inputs, is_torch_tensor
 from lowering.cache import FusionCache
 from lowering.cache_key import make_key
 from lowering.compiled import build_compiled_fusion
-from lowering.gather_checks import check_index_inputs
+from lowering.gather_checks import check_index_ranges
 from lowering.launch import DeviceMemory, KernelRecord, Launcher
 
 DISABLE_RESIZE_EXTENTS = "concretize_resize_extents"
@@ -48,6 +48,7 @@ class FusionExecutor:
     def __init__(self, module: ModuleOp):
         self.module = module
         self.fusion = the_fusion(module)
+        self.plan = ExtentPlan(self.fusion)
         self.cache = FusionCache()
         self._compiles = 0
         self._reuses = 0
@@ -58,15 +59,15 @@ class FusionExecutor:
         options = disabled_options(disable)
         resize_extents = DISABLE_RESIZE_EXTENTS not in options
         checked = check_inputs(self.fusion, inputs)
-        check_index_inputs(self.fusion, checked)
-        shapes, scalars = runtime_arguments(self.fusion, checked)
-        key = make_key(self.fusion, checked, backend, resize_extents)
+        shapes, scalars = runtime_arguments(self.plan, checked)
+        source_extents = self.plan.evaluate(shapes, scalars)
+        check_index_ranges(self.fusion, checked, source_extents)
+        key = make_key(self.plan, checked, backend, resize_extents, extents=source_extents)
         compiled = self.cache.lookup_or_build(
             key, lambda: build_compiled_fusion(self.module, shapes, scalars, backend, resize_extents)
         )
-        extents = evaluate_extents(compiled.fusion, shapes, scalars)
-        domains = [extents.shape(p.domain) if p.domain is not None else () for p in compiled.plans]
-        kernels, compiled_now = compiled.kernels_for(compiled.schedules(domains))
+        extents = compiled.extent_plan.evaluate(shapes, scalars)
+        kernels, compiled_now = compiled.kernels_for(compiled.schedules(extents))
         with self._lock:
             if compiled_now:
                 self._compiles += 1

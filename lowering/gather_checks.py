@@ -1,5 +1,10 @@
-"""Out-of-range indices are an error before launch, never a silent out-of-bounds read:
-index tensors that are fusion inputs are range-checked here against the extent they index."""
+"""Out-of-range indices are an error before launch, never a silent out-of-bounds read.
+
+The index of every gather / take_along_axis / index_select is computed on the host from the
+fusion inputs (its producer cone: typically labels → where(ne, y, 0) → broadcast, tensors of
+the index's size) and checked against the extent it indexes. An index computed from large
+tensors (a cone with a reduction, or inputs much bigger than the index) is not checked here:
+such kernels read whatever index they compute, as documented in the README."""
 
 from __future__ import annotations
 
@@ -9,32 +14,50 @@ import numpy as np
 from xdsl.dialects import func
 
 from fuser_dialect.inputs import arg_label
+from fuser_dialect.interpreter import backward_slice, evaluate_values
+from fuser_dialect.ops_compute import ReductionOp
 from fuser_dialect.ops_gather import GatherOp, IndexSelectOp, TakeAlongAxisOp
 
+_MAX_CONE_INPUT_RATIO = 4
 
-def check_index_inputs(fusion: func.FuncOp, checked: Sequence[object]) -> None:
+
+def _source(fusion: func.FuncOp, op) -> str:
+    """Names the input(s) an index comes from, and the ops in between."""
     args = list(fusion.body.block.args)
-    for op in fusion.body.block.ops:
-        if not isinstance(op, (GatherOp, TakeAlongAxisOp, IndexSelectOp)) or op.index not in args:
+    cone = backward_slice(fusion, [op.index])
+    sources = [v for v in [op.index, *(w for o in cone for w in o.operands)] if v in args]
+    names = ", ".join(dict.fromkeys(arg_label(fusion, args.index(v)) for v in sources)) or "a computed index"
+    path = [o.name for o in cone if not o.name.startswith("arith.")]
+    return names + (f" (through {', '.join(path)})" if path else "")
+
+
+def _cheap(fusion: func.FuncOp, op, checked: Sequence[object]) -> bool:
+    """The index comes from inputs of about its own size, without a reduction."""
+    cone = backward_slice(fusion, [op.index])
+    if any(isinstance(o, ReductionOp) for o in cone):
+        return False
+    args = list(fusion.body.block.args)
+    index_numel = max(1, int(np.prod([max(e, 1) for e in op.index.type.shape])))
+    read = [checked[args.index(v)] for v in {op.index, *(w for o in cone for w in o.operands)} if v in args]
+    largest = max((x.size for x in read if isinstance(x, np.ndarray)), default=0)
+    smallest = min((x.size for x in read if isinstance(x, np.ndarray)), default=0)
+    return largest <= _MAX_CONE_INPUT_RATIO * max(index_numel, smallest)
+
+
+def check_index_ranges(fusion: func.FuncOp, checked: Sequence[object], extents) -> None:
+    """Raises IndexError naming the index and the extent when an index is out of range."""
+    ops = [op for op in fusion.body.block.ops if isinstance(op, (GatherOp, TakeAlongAxisOp, IndexSelectOp))]
+    for op in ops:
+        if not _cheap(fusion, op, checked):
             continue
-        i = args.index(op.index)
-        index = checked[i]
+        (index,) = evaluate_values(fusion, checked, [op.index])
         if not isinstance(index, np.ndarray) or index.size == 0:
             continue
-        extent = _looked_up_extent(op, args, checked)
-        if extent is None:
-            continue
+        extent = extents.shape(op.input)[op.axis]
         low, high = int(index.min()), int(index.max())
         if low < 0 or high >= extent:
             bad = low if low < 0 else high
             raise IndexError(
-                f"{arg_label(fusion, i)}: index {bad} is out of range for {op.name} along dim {op.axis} "
-                f"of extent {extent} (valid: 0..{extent - 1})"
+                f"{_source(fusion, op)}: index {bad} is out of range for {op.name} along dim "
+                f"{op.axis} of extent {extent} (valid: 0..{extent - 1})"
             )
-
-
-def _looked_up_extent(op, args, checked) -> int | None:
-    if op.input in args:
-        return checked[args.index(op.input)].shape[op.axis]
-    t = op.input.type
-    return t.static_extent(op.axis)

@@ -34,12 +34,21 @@ class KernelPlan:
     split_reason: str = ""
     domain: SSAValue | None = None
     reduced_dims: tuple[int, ...] = ()
+    groups: list[list[SSAValue]] = field(default_factory=list)
+    """Pointwise kernels: outputs grouped by iteration domain (one blockIdx.z per group)."""
     forms: dict[SSAValue, str] = field(default_factory=dict)
     """Reduction kernels: per value, "full" / "keep" / "drop" relative to `domain`."""
 
     @property
     def name(self) -> str:
         return f"fuser_kernel_{self.index}_{self.scheduler.value}"
+
+    def domain_values(self) -> list[SSAValue]:
+        """One value per iteration domain: each group's first output, or the reduction domain."""
+        if self.scheduler == Scheduler.POINTWISE:
+            return [g[0] for g in self.groups]
+        assert self.domain is not None
+        return [self.domain]
 
     @property
     def reductions(self) -> list[ReductionOp]:

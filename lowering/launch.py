@@ -46,16 +46,33 @@ def empty_like_layout(shape: Sequence[int], dtype: np.dtype, order: Sequence[int
 
 def _launch_size(kernel: EmittedKernel, plan, shapes: dict[SSAValue, tuple[int, ...]]) -> int:
     if kernel.schedule.mode == "pointwise":
-        return math.prod(shapes[plan.outputs[0]])
+        return sum(math.prod(shapes[v]) for v in plan.domain_values())
     domain = shapes[plan.domain]
     return math.prod(e for d, e in enumerate(domain) if d not in plan.reduced_dims)
+
+
+def _dense_view(a: np.ndarray) -> np.ndarray | None:
+    """`a` as a C-contiguous array over the same memory (its dims reordered by decreasing stride),
+    or None when `a` is not dense in any stride order (a strided or reversed view)."""
+    if a.flags.c_contiguous:
+        return a
+    view = a.transpose(sorted(range(a.ndim), key=lambda d: -a.strides[d]))
+    return view if view.flags.c_contiguous else None
 
 
 class HostMemory:
     """Buffers of the cpu backend: numpy arrays."""
 
     def adopt(self, value):
-        return value
+        # Kernels index a tensor through its element strides from one base pointer: an input
+        # dense in some stride order is used in place, any other view is copied.
+        return value if _dense_view(value) is not None else np.ascontiguousarray(value)
+
+    def pointer(self, buf):
+        """What a pointer parameter receives: the same memory as a C-contiguous array (the
+        kernel's stride parameters carry the layout; the CPU runtime checks contiguity)."""
+        view = _dense_view(buf)
+        return buf if view is None else view
 
     def empty(self, shape, dtype, order, like):
         return empty_like_layout(shape, dtype, order)
@@ -78,6 +95,9 @@ class DeviceMemory:
 
     def adopt(self, value):
         return self.gpu.to_device(value)
+
+    def pointer(self, buf):
+        return buf
 
     def empty(self, shape, dtype, order, like):
         return self.gpu.empty(shape, dtype, stride_order=order, like=self.like)
@@ -117,7 +137,7 @@ class Launcher:
 
     def argument(self, p: Param):
         if p.kind in ("input", "output"):
-            return self.buffers[p.value]
+            return self.mem.pointer(self.buffers[p.value])
         if p.kind == "stride":
             return np.int64(self.mem.element_strides(self.buffers[p.value])[p.dim])
         if p.kind == "extent":
@@ -137,7 +157,10 @@ class Launcher:
             for v in plan.outputs:
                 self.allocate(v)
             size = _launch_size(kernel, plan, self.rt.shapes)
-            grid = kernel.schedule.grid(size)
+            if kernel.schedule.mode == "pointwise":
+                grid = kernel.schedule.pointwise_grid([self.rt.shape(v) for v in plan.domain_values()])
+            else:
+                grid = (kernel.schedule.grid(size), 1, 1)
             block = kernel.schedule.block
             loaded = stored = None
             if size > 0:
@@ -149,7 +172,7 @@ class Launcher:
                     module.launch(kernel.name, grid, block, args)
             elif backend == "cpu":
                 loaded = stored = 0
-            records.append(KernelRecord(kernel.name, plan.scheduler.value, (grid, 1, 1), (block, 1, 1),
+            records.append(KernelRecord(kernel.name, plan.scheduler.value, grid, (block, 1, 1),
                                         kernel.source, loaded, stored))
         return [self.result(v) for v in self.returned], records
 

@@ -16,6 +16,8 @@ Kernel shapes (see lowering/schedule.py for how they are chosen):
 
 from __future__ import annotations
 
+import re
+
 from fuser_dialect import ops_compute as C
 from fuser_dialect import ops_layout as L
 from lowering import cuda_exprs as X
@@ -34,15 +36,63 @@ def _accumulator_type(dtype: str) -> str:
 
 
 def _pointwise(em: KernelEmitter) -> None:
-    plan = em.plan
-    dom = plan.outputs[0]
+    groups = em.plan.groups
+    for g, (outputs, k) in enumerate(zip(groups, em.schedule.outer_dims)):
+        if len(groups) > 1:
+            em.open(f"if (blockIdx.z == {g})")
+        _pointwise_group(em, outputs, k)
+        if len(groups) > 1:
+            em.close()
+
+
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+def invariant_prefixes(plan: KernelPlan) -> tuple[int, ...]:
+    """Per pointwise group: the most leading dims some global load does not depend on (a bias
+    broadcast over rows, a cos/sin table broadcast over batch and heads). Found once per plan
+    by emitting the group with a flat loop and reading the index of every load."""
+    cached = getattr(plan, "_invariant_prefixes", None)
+    if cached is not None:
+        return cached
+    result = []
+    for outputs in plan.groups:
+        em = KernelEmitter(plan, Schedule("pointwise", 128, outer_dims=(0,) * len(plan.groups)))
+        em.loads_seen = []
+        _pointwise_group(em, outputs, 0)
+        rank = outputs[0].type.rank
+        best = 0
+        for idx in em.loads_seen:
+            names = {n for component in idx for n in _IDENT.findall(component)}
+            used = {int(n[1:]) for n in names if re.fullmatch(r"i\d+", n)}
+            if names - {f"i{d}" for d in used} - {"LL"}:
+                continue  # computed indices: assume it depends on everything
+            prefix = next((d for d in range(rank) if d in used), rank)
+            best = max(best, min(prefix, rank - 1))
+        result.append(best)
+    plan._invariant_prefixes = tuple(result)  # type: ignore[attr-defined]
+    return plan._invariant_prefixes  # type: ignore[attr-defined]
+
+
+def _pointwise_group(em: KernelEmitter, outputs, k: int) -> None:
+    dom = outputs[0]
     rank = dom.type.rank
-    em.line(f"const long long numel = {em.numel(dom, range(rank))};")
-    em.open("for (long long lin = (long long)blockIdx.x * blockDim.x + threadIdx.x; lin < numel; "
+    em.open("")
+    em.line(f"const long long inner = {em.numel(dom, range(k, rank))};")
+    em.open("for (long long lin = (long long)blockIdx.x * blockDim.x + threadIdx.x; lin < inner; "
             "lin += (long long)gridDim.x * blockDim.x)")
-    idx = em.unravel(dom, list(range(rank)), "lin", "i")
-    for out in plan.outputs:
+    idx = em.unravel(dom, list(range(k, rank)), "lin", "i")
+    if k:
+        em.line(f"const long long outer = {em.numel(dom, range(k))};")
+        em.hoist_here(allowed=set(idx.values()))
+        em.open("for (long long olin = blockIdx.y; olin < outer; olin += gridDim.y)")
+        idx.update(em.unravel(dom, list(range(k)), "olin", "i"))
+    for out in outputs:
         em.store(out, [idx[d] for d in range(rank)])
+    if k:
+        em.close()
+    em.hoist = None
+    em.close()
     em.close()
 
 
@@ -95,6 +145,8 @@ class _RowKernel:
             em.open("for (long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x; row < rows; "
                     "row += (long long)gridDim.x * blockDim.x)")
         o = em.unravel(self.domain, self.kept, "row", "o")
+        # Loads that depend on the row alone (a label, a per-row scale) are read once per row.
+        em.hoist_here(allowed=set(o.values()), warp_broadcast=self.inner)
         buffer_mark = len(em.s.lines)
         online = online_softmax_pairs(plan.reductions) if not em.schedule.iters else {}
         merged = set(online.values())
@@ -110,6 +162,8 @@ class _RowKernel:
                 em.store(v, self.full_idx(o))
             self.close_loop()
         rows = [v for v in plan.outputs if plan.forms.get(v) in (KEEP, DROP)]
+        if self.inner:
+            em.hoist = None  # thread 0 alone stores the row outputs: nothing to share
         if rows:
             if self.inner:
                 em.open("if (threadIdx.x == 0)")
@@ -123,6 +177,7 @@ class _RowKernel:
         indent = "  " * 2
         decls = [f"{indent}{ctype} {name}[{em.schedule.iters}];" for name, ctype in em.buffers.values()]
         em.s.lines[buffer_mark:buffer_mark] = decls
+        em.hoist = None
         if em.invariant:
             em.line("fuser_first_row = false;")
         em.close()

@@ -1,6 +1,11 @@
 """Launch parameters of a kernel, chosen from its extents and dtypes (deterministically).
 
-- pointwise: one thread per output element in a grid-stride loop, 128 threads a block.
+- pointwise: the output domain splits into *outer* dims, looped over inside each thread,
+  and *inner* dims, one element per thread in a grid-stride loop (128 threads a block).
+  Loads that do not depend on the outer dims (a bias, RoPE's cos/sin table broadcast over
+  batch and heads) are hoisted out of the outer loop: read once per thread, not per
+  element. The outer dims are the longest prefix that leaves >= `MIN_INNER` inner elements;
+  blockIdx.y splits the outer loop just enough to fill the GPU (a launch-time choice).
 - inner reduction (the reduced dims include the innermost one): one block per row,
   threads stride over the row (coalesced) and combine with warp shuffles + shared memory.
   Rows up to `MAX_PERSISTENT_ITERS` elements per thread are *persistent*: each thread
@@ -21,6 +26,9 @@ from dataclasses import dataclass
 from lowering.kernel import KernelPlan, Scheduler
 
 MAX_PERSISTENT_ITERS = 32
+MIN_INNER = 128
+TARGET_BLOCKS = 1056
+"""Blocks a pointwise launch aims for: 8 per SM of an H100."""
 MAX_GRID = 65535
 PERSISTENT_GRID = 132
 """Blocks of an inner persistent kernel: one per SM of an H100, each looping over rows, so
@@ -32,20 +40,44 @@ class Schedule:
     mode: str  # "pointwise" | "inner" | "outer"
     block: int
     iters: int = 0  # inner: elements per thread held in registers (0 = dynamic loop)
+    outer_dims: tuple[int, ...] = ()  # pointwise: per group, leading dims looped over in a thread
 
     def grid(self, rows_or_elements: int) -> int:
         if self.mode == "inner":
             return max(1, min(rows_or_elements, PERSISTENT_GRID if self.iters else MAX_GRID))
         return max(1, min(math.ceil(rows_or_elements / self.block), MAX_GRID))
 
+    def pointwise_grid(self, shapes: list[tuple[int, ...]]) -> tuple[int, int, int]:
+        """(blocks over the inner elements, blocks splitting the outer loop, groups): the
+        largest need over the groups (each group's loops stride by the whole grid)."""
+        gx = gy = 1
+        for shape, k in zip(shapes, self.outer_dims):
+            inner, outer = math.prod(shape[k:]), math.prod(shape[:k])
+            x = self.grid(inner)
+            gx = max(gx, x)
+            gy = max(gy, min(outer, MAX_GRID, math.ceil(TARGET_BLOCKS / x)))
+        return gx, gy, len(shapes)
+
 
 def _round_up(x: int, m: int) -> int:
     return (x + m - 1) // m * m
 
 
-def choose_schedule(plan: KernelPlan, domain_shape: tuple[int, ...]) -> Schedule:
+def _outer_dims(shape: tuple[int, ...], invariant_prefix: int) -> int:
+    outer = 0
+    while outer < invariant_prefix and math.prod(shape[outer + 1:]) >= MIN_INNER:
+        outer += 1
+    return outer
+
+
+def choose_schedule(plan: KernelPlan, shapes: list[tuple[int, ...]],
+                    invariant_prefixes: tuple[int, ...] = ()) -> Schedule:
+    """`shapes`: the run-time shape of each of `plan.domain_values()`; `invariant_prefixes`
+    (pointwise): per group, how many leading dims some load does not depend on."""
     if plan.scheduler == Scheduler.POINTWISE:
-        return Schedule("pointwise", 128)
+        prefixes = invariant_prefixes or (0,) * len(shapes)
+        return Schedule("pointwise", 128, outer_dims=tuple(_outer_dims(s, p) for s, p in zip(shapes, prefixes)))
+    domain_shape = shapes[0]
     reduced = set(plan.reduced_dims)
     rank = len(domain_shape)
     row_len = math.prod(domain_shape[d] for d in reduced)

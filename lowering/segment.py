@@ -5,7 +5,9 @@ to the current segment while some scheduler accepts it, and a new segment starts
 none does; the reason is kept (printed by the `segment` pass, tested with FileCheck).
 
 Schedulers:
-- pointwise: no reduction; every written output shares one iteration domain.
+- pointwise: no reduction. Outputs of different iteration domains form *groups* of one
+  kernel (horizontal fusion: blockIdx.z picks the group), so q and k of a rotary embedding,
+  whose extents are unrelated symbols, still share one launch.
 - reduction / inner_persistent: every reduction reduces the same dims R of tensors of one
   domain D. Values that depend on a reduction result must stay *row-consistent*: each is
   `full` (shaped like D), `keep` (D with R broadcast) or `drop` (D without R), so that a
@@ -29,6 +31,8 @@ from lowering.kernel import KernelPlan, Scheduler
 from lowering.symbolic import B, SymbolicExtents
 
 FULL, KEEP, DROP = "full", "keep", "drop"
+_MAX_RECOMPUTE = 8
+"""At most this many pointwise ops are recomputed in a consumer instead of stored and reloaded."""
 _ELEMENTWISE = (C.UnaryOp, C.CastOp, C.BinaryOp, C.WhereOp)
 
 
@@ -76,10 +80,6 @@ class Segmenter:
         reductions = [op for op in seg if isinstance(op, C.ReductionOp)]
         if reductions:
             return self._classify_reduction(seg, outputs, reductions)
-        shapes = {self.sym.shape(v) for v in outputs}
-        if len(shapes) > 1:
-            a, b = sorted(shapes, key=str)[:2]
-            return Verdict(False, f"pointwise outputs have different iteration domains {list(a)} and {list(b)}")
         return Verdict(True, scheduler=Scheduler.POINTWISE, domain=outputs[0] if outputs else None)
 
     def _shape_form(self, v: SSAValue, domain: tuple, reduced: set[int]) -> str | None:
@@ -195,17 +195,70 @@ class Segmenter:
         result.append((current, self.classify(current, self.outputs(current, True)), reason))
         return result
 
-    def _finish(self, segments) -> list[KernelPlan]:
-        plans = []
-        for k, (seg, verdict, reason) in enumerate(segments):
+    def _input_only_cone(self, op: Operation) -> list[Operation] | None:
+        """The tensor ops `op` needs, if they are a few pointwise ops on fusion inputs alone."""
+        cone: list[Operation] = []
+        stack = [op]
+        while stack:
+            o = stack.pop()
+            if o in cone:
+                continue
+            if isinstance(o, C.ReductionOp) or len(cone) >= _MAX_RECOMPUTE:
+                return None
+            cone.append(o)
+            stack += [v.owner for v in o.operands if isinstance(v.owner, Operation) and is_tensor_op(v.owner)]
+        return cone
+
+    def _recompute_cheap_inputs(self, segs: list[list[Operation]]) -> None:
+        """A kernel recomputes the cheap input-only values it consumes (a label mask) instead of
+        reading them from memory another kernel wrote."""
+        position = {op: k for k, op in enumerate(self.ops)}
+        for i, seg in enumerate(segs):
             members = set(seg)
+            extra: list[Operation] = []
+            for op in seg:
+                for v in op.operands:
+                    p = v.owner
+                    if isinstance(p, Operation) and is_tensor_op(p) and p not in members and p not in extra:
+                        extra += [o for o in self._input_only_cone(p) or [] if o not in members and o not in extra]
+            if not extra:
+                continue
+            trial = sorted(seg + extra, key=position.__getitem__)
+            if self.classify(trial, self.outputs(trial, pessimistic=True)).ok:
+                segs[i] = trial
+
+    def _final_outputs(self, segs: list[list[Operation]], i: int) -> list[SSAValue]:
+        """Values a kernel writes: the returned values of the ops it owns (first placed there),
+        and those read by a kernel that does not compute them itself."""
+        owned = [op for op in segs[i] if self.owner[op] == i]
+        outputs = []
+        for op in owned:
+            v = op.results[0]
+            consumers = {j for u in v.uses for j, seg in enumerate(segs) if u.operation in seg and j != i}
+            if v in self.returned or any(op not in segs[j] for j in consumers):
+                outputs.append(v)
+        return outputs
+
+    def _finish(self, segments) -> list[KernelPlan]:
+        segs = [list(seg) for seg, _, _ in segments]
+        self.owner = {op: i for i, seg in enumerate(segs) for op in seg}
+        self._recompute_cheap_inputs(segs)
+        plans = []
+        for k, ((_, _, reason), seg) in enumerate(zip(segments, segs)):
+            members = set(seg)
+            outputs = self._final_outputs(segs, k)
+            verdict = self.classify(seg, outputs)
+            assert verdict.ok, verdict.reason
             inputs: list[SSAValue] = []
             for op in seg:
                 for v in op.operands:
                     if isinstance(v.type, TensorType) and (v.owner not in members) and v not in inputs:
                         inputs.append(v)
+            groups: dict[tuple, list[SSAValue]] = {}
+            for v in outputs:
+                groups.setdefault(self.sym.shape(v), []).append(v)
             plans.append(KernelPlan(
-                index=k, ops=list(seg), inputs=inputs, outputs=self.outputs(seg, pessimistic=True),
+                index=k, ops=seg, inputs=inputs, outputs=outputs, groups=list(groups.values()),
                 scheduler=verdict.scheduler, split_reason=reason, domain=verdict.domain,
                 reduced_dims=verdict.reduced_dims, forms=verdict.forms,
             ))

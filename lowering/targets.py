@@ -15,7 +15,8 @@ from xdsl.utils.target import Target
 
 from fuser_dialect.fusion import fusion_funcs
 from fuser_dialect.types import BROADCAST, DYNAMIC
-from lowering.render import render
+from lowering.kernel import Scheduler
+from lowering.render import invariant_prefixes, render
 from lowering.schedule import choose_schedule
 from lowering.segment import plan_kernels
 
@@ -29,11 +30,10 @@ class CudaTarget(Target):
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
         for f in fusion_funcs(module):
             for plan in plan_kernels(f):
-                shape = ()
-                if plan.domain is not None:
-                    shape = tuple(self.extent if e == DYNAMIC else 1 if e == BROADCAST else e
-                                  for e in plan.domain.type.shape)
-                kernel = render(plan, choose_schedule(plan, shape))
+                shapes = [tuple(self.extent if e == DYNAMIC else 1 if e == BROADCAST else e for e in v.type.shape)
+                          for v in plan.domain_values()]
+                prefixes = invariant_prefixes(plan) if plan.scheduler == Scheduler.POINTWISE else ()
+                kernel = render(plan, choose_schedule(plan, shapes, prefixes))
                 source = kernel.source
                 if not self.prelude:
                     source = source[source.index("// scheduler:"):]

@@ -1,0 +1,45 @@
+"""Errors raised by fuser's compilation and execution layers."""
+
+from __future__ import annotations
+
+
+class FuserError(Exception):
+    """Base class of every error fuser raises on purpose."""
+
+
+def number_lines(source: str) -> str:
+    """The source with right-aligned 1-based line numbers, as compiler logs refer to them."""
+    lines = source.splitlines()
+    width = len(str(len(lines)))
+    return "\n".join(f"{i:>{width}} | {line}" for i, line in enumerate(lines, start=1))
+
+
+class CompileError(FuserError):
+    """A kernel source failed to compile (g++ for the CPU, NVRTC/nvcc for the GPU).
+
+    `log` is the compiler's output and `source` the text it compiled; str() shows both, the source
+    with line numbers so that "kernel.cpp:42:7" in the log can be found at a glance.
+    """
+
+    def __init__(self, message: str = "kernel compilation failed", log: str = "", source: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.log = log
+        self.source = source
+
+    def __str__(self) -> str:
+        return (
+            f"{self.message}\n"
+            f"--- compiler log ---\n{self.log.rstrip()}\n"
+            f"--- source ---\n{number_lines(self.source)}"
+        )
+
+
+class LaunchError(FuserError):
+    """A kernel launch failed: bad arguments or configuration, or an error found while running
+    (deadlock, barrier divergence, misaligned vector access, ...)."""
+
+    def __init__(self, message: str, kernel: str | None = None, code: int | None = None):
+        super().__init__(message)
+        self.kernel = kernel
+        self.code = code

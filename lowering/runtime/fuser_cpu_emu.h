@@ -1,0 +1,1187 @@
+// fuser_cpu_emu.h -- run generated CUDA C on the CPU (g++ -std=c++20 -fopenmp -DFUSER_CPU).
+//
+// Included by fuser_prelude.cuh when FUSER_CPU is defined; lowering/cpu_runtime.py puts this
+// directory on the include path. Not meant to be included on its own by kernel sources.
+//
+// Execution model
+//   * A launch spreads its blocks over OS threads with OpenMP; one OS thread runs one block at a
+//     time, so `__shared__` can be `static thread_local` and every fiber of a block sees it.
+//   * needs_sync=true: every CUDA thread of a block is a fiber (own stack, x86-64 context switch
+//     in assembly, ucontext elsewhere or with -DFUSER_EMU_UCONTEXT). Fibers run round-robin,
+//     each until it blocks: at __syncthreads() (block barrier) or at a warp operation (shuffle,
+//     vote, __syncwarp). Running every thread to its next barrier before the next thread starts is
+//     deliberately hostile to a missing barrier: reads of not-yet-written shared memory see stale
+//     data instead of the lucky timing a GPU often gives.
+//   * Threads that return stop counting toward barriers and warp masks. If every live thread is
+//     blocked and nothing can be released, the block is a deadlock and the launch fails with a
+//     message instead of hanging. Threads meeting at different __syncthreads() lines (undefined
+//     behaviour in CUDA) fail the launch as "barrier divergence".
+//   * needs_sync=false: the block is a plain loop over threads, no fibers; a barrier or warp
+//     operation in such a launch is reported as an error.
+//   * Limits: a thread spinning on a value another thread of its block will write never yields,
+//     so it hangs; static __shared__ memory keeps the previous block's contents (dynamic shared
+//     memory is refilled with 0xff); fiber stacks have no guard pages (overflow is detected after
+//     the launch, see FiberPool); CPU-mode sources must not include C++ standard headers such as
+//     <cmath> (their global `using std::...` declarations clash with the CUDA overloads here).
+//
+// Deliberate departures from <atomic>/<cmath>: both headers cost 0.2-0.4 s of compile time per
+// module, so atomics use the GCC __atomic builtins (what std::atomic_ref compiles to) and math
+// comes from the C <math.h> plus the float overloads CUDA device code expects.
+#ifndef FUSER_CPU_EMU_H
+#define FUSER_CPU_EMU_H
+
+// The plain C headers: libstdc++'s wrappers would pull in <cmath>/<cstdlib> (compile time) and
+// `using std::abs` etc., which would clash with the CUDA-style overloads below.
+#define _GLIBCXX_INCLUDE_NEXT_C_HEADERS
+#include <math.h>
+#include <stdlib.h>
+#undef _GLIBCXX_INCLUDE_NEXT_C_HEADERS
+#include <omp.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <type_traits>
+#include <utility>
+
+#if !defined(__x86_64__) && !defined(FUSER_EMU_UCONTEXT)
+#define FUSER_EMU_UCONTEXT 1
+#endif
+#if defined(FUSER_EMU_UCONTEXT)
+#include <ucontext.h>
+#endif
+
+#ifndef FUSER_FIBER_STACK_BYTES
+#define FUSER_FIBER_STACK_BYTES (128 * 1024)
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// ABI shared with lowering/cpu_runtime.py (mirrored there with ctypes; bump both together).
+// ---------------------------------------------------------------------------------------------
+#define FUSER_CPU_ABI_VERSION 1
+#define FUSER_EXPORT __attribute__((visibility("default")))
+
+extern "C" {
+struct fuser_launch_config {
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t needs_sync;          // 0: plain loop over threads; barriers/shuffles are errors
+  int32_t num_threads;          // OS threads; <= 0 means OpenMP's default
+  uint64_t dynamic_smem_bytes;  // size of FUSER_DYNAMIC_SHARED storage per block
+  int64_t stack_key;            // pthread key of the per-thread fiber stacks shared by all modules; -1: none
+};
+
+struct fuser_launch_stats {
+  uint64_t bytes_loaded;  // sum of fuser_ld* bytes over all threads
+  uint64_t bytes_stored;  // sum of fuser_st* bytes over all threads
+  int32_t error_code;     // one of fuser_emu::Error; 0 on success
+  char error[500];        // NUL-terminated message when error_code != 0
+};
+
+FUSER_EXPORT int fuser_cpu_abi_version(void) { return FUSER_CPU_ABI_VERSION; }
+}
+
+// ---------------------------------------------------------------------------------------------
+// CUDA keywords and built-in variables.
+// ---------------------------------------------------------------------------------------------
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __shared__ static thread_local
+#define __constant__ static
+#define __align__(n) __attribute__((aligned(n)))
+#define __launch_bounds__(...)
+#define __ldg(p) (*(p))
+// __restrict__ is already a g++ keyword.
+
+struct uint3 {
+  unsigned int x, y, z;
+};
+struct dim3 {
+  unsigned int x, y, z;
+  constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
+};
+
+static constexpr int warpSize = 32;
+
+// Per OS thread; the block scheduler rewrites threadIdx before resuming each fiber.
+static thread_local uint3 threadIdx;
+static thread_local uint3 blockIdx;
+static thread_local dim3 blockDim;
+static thread_local dim3 gridDim;
+
+namespace fuser_emu {
+
+enum Error : int {
+  kOk = 0,
+  kDeadlock = 1,
+  kBarrierDivergence = 2,
+  kSyncInLoopMode = 3,  // barrier/warp op in a launch with needs_sync=false
+  kMisaligned = 4,
+  kBadConfig = 5,
+  kWarpMaskMismatch = 6,
+  kStackOverflow = 7,
+  kOutOfMemory = 8,
+};
+
+// ---------------------------------------------------------------------------------------------
+// Launch state and error reporting. The first error wins; later blocks are skipped.
+// ---------------------------------------------------------------------------------------------
+struct LaunchState {
+  const char* kernel;
+  int64_t stack_key;
+  fuser_launch_stats* stats;
+  int error;  // accessed with __atomic builtins
+  uint64_t bytes_loaded, bytes_stored;
+};
+
+struct Counters {
+  uint64_t loaded, stored;
+};
+
+static thread_local LaunchState* tls_launch;
+static thread_local Counters tls_counters;
+
+inline bool launch_failed(const LaunchState* st) { return __atomic_load_n(&st->error, __ATOMIC_RELAXED) != 0; }
+
+// Records an error for the current launch as "kernel 'k'[ block (x,y,z)]: <message>".
+__attribute__((cold)) inline void vreport(int code, bool in_block, const char* fmt, va_list ap) {
+  LaunchState* st = tls_launch;
+  int expected = 0;
+  if (!st || !__atomic_compare_exchange_n(&st->error, &expected, code, false, __ATOMIC_ACQ_REL,
+                                          __ATOMIC_RELAXED))
+    return;
+  char* out = st->stats->error;
+  const size_t cap = sizeof(st->stats->error);
+  int n = in_block ? snprintf(out, cap, "kernel '%s' block (%u,%u,%u): ", st->kernel, blockIdx.x, blockIdx.y,
+                              blockIdx.z)
+                   : snprintf(out, cap, "kernel '%s': ", st->kernel);
+  if (n >= 0 && (size_t)n < cap) vsnprintf(out + n, cap - n, fmt, ap);
+}
+// An error inside the block this OS thread is running.
+__attribute__((format(printf, 2, 3), cold)) inline void report(int code, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vreport(code, true, fmt, ap);
+  va_end(ap);
+}
+// An error of the launch as a whole.
+__attribute__((format(printf, 2, 3), cold)) inline void report_launch(int code, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vreport(code, false, fmt, ap);
+  va_end(ap);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Global-memory accounting (called by fuser_ld/fuser_st in the prelude).
+// ---------------------------------------------------------------------------------------------
+__forceinline__ void count_load(uint64_t bytes) { tls_counters.loaded += bytes; }
+__forceinline__ void count_store(uint64_t bytes) { tls_counters.stored += bytes; }
+
+// A GPU faults on a misaligned vector access; the CPU would not, so check explicitly.
+__forceinline__ void check_aligned(const void* p, unsigned bytes, const char* what) {
+  if (__builtin_expect(((uintptr_t)p & (bytes - 1)) != 0, 0))
+    report(kMisaligned, "thread (%u,%u,%u): %s of %u bytes at %p is not %u-byte aligned", threadIdx.x,
+           threadIdx.y, threadIdx.z, what, bytes, p, bytes);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Execution contexts. Only callee-saved state is switched: a switch is an ordinary function
+// call for the compiler. MXCSR/x87 control words are not saved because kernels never change
+// rounding modes.
+// ---------------------------------------------------------------------------------------------
+struct Fiber;
+#if !defined(FUSER_EMU_UCONTEXT)
+struct Context {
+  void* sp;
+};
+}  // namespace fuser_emu
+
+extern "C" void fuser_emu_switch(void** save_sp, void* load_sp);
+extern "C" void fuser_emu_fiber_entry();
+// fuser_emu_switch: push callee-saved registers, swap stack pointers, pop, continue where the
+// other context called it. It leaves with pop + indirect jmp rather than `ret`: a `ret` to an
+// address the return-stack predictor never saw mispredicts on every switch (17 ns vs 3 ns per
+// switch measured here). fuser_emu_fiber_entry: where a new fiber starts; calls r13(r12).
+asm(R"(
+  .text
+  .globl fuser_emu_switch
+  .hidden fuser_emu_switch
+  .type fuser_emu_switch, @function
+  .p2align 4
+fuser_emu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  popq %rcx
+  jmpq *%rcx
+  .size fuser_emu_switch, .-fuser_emu_switch
+
+  .globl fuser_emu_fiber_entry
+  .hidden fuser_emu_fiber_entry
+  .type fuser_emu_fiber_entry, @function
+  .p2align 4
+fuser_emu_fiber_entry:
+  movq %r12, %rdi
+  callq *%r13
+  ud2
+  .size fuser_emu_fiber_entry, .-fuser_emu_fiber_entry
+)");
+
+namespace fuser_emu {
+inline void ctx_init(Context* c, char* stack_lo, size_t size, void (*fn)(Fiber*), Fiber* arg) {
+  // Frame popped by fuser_emu_switch: r15 r14 r13 r12 rbx rbp, then the address to continue at.
+  // After the pops rsp = top - 16, so the `call` in the entry stub leaves the ABI's alignment.
+  void** top = (void**)(((uintptr_t)(stack_lo + size)) & ~(uintptr_t)15);
+  void** sp = top - 9;
+  sp[0] = nullptr;                                   // r15
+  sp[1] = nullptr;                                   // r14
+  sp[2] = (void*)fn;                                 // r13: function to call
+  sp[3] = arg;                                       // r12: its argument
+  sp[4] = nullptr;                                   // rbx
+  sp[5] = nullptr;                                   // rbp: ends frame-pointer chains
+  sp[6] = (void*)&fuser_emu_fiber_entry;             // return address
+  c->sp = sp;
+}
+inline void ctx_switch(Context* from, Context* to) { fuser_emu_switch(&from->sp, to->sp); }
+#else
+struct Context {
+  ucontext_t uc;
+};
+static thread_local Fiber* tls_starting_fiber;
+static thread_local void (*tls_starting_fn)(Fiber*);
+inline void ucontext_entry() { tls_starting_fn(tls_starting_fiber); }
+inline void ctx_init(Context* c, char* stack_lo, size_t size, void (*fn)(Fiber*), Fiber* arg);
+inline void ctx_switch(Context* from, Context* to);
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// Fibers and the per-block scheduler.
+// ---------------------------------------------------------------------------------------------
+enum : uint8_t { kRunnable, kAtBarrier, kAtWarp, kDone };
+enum : uint8_t { kShflIdx, kShflUp, kShflDown, kShflXor, kVote, kSyncWarp };
+
+struct Fiber {
+  Context ctx;
+  uint3 tid;
+  uint16_t index;  // linear thread index in the block
+  uint8_t state;
+  uint8_t op;      // warp operation waited on
+  unsigned mask;   // its member mask
+  int b, c;        // shfl operands in PTX form (lane/delta, clamp|segmask<<8)
+  int line;        // __syncthreads() line waited on
+  uint64_t in, out;
+  char* stack_lo;
+  size_t stack_size;  // usable bytes above stack_lo (staggered, see FiberPool)
+};
+
+struct Warp {
+  unsigned live;     // lanes that exist and have not returned
+  unsigned waiting;  // lanes blocked in a warp operation
+};
+
+struct Block {
+  Fiber* fibers;
+  int n, live;
+  int at_barrier, barrier_pred;  // threads waiting at __syncthreads(), and those with pred != 0
+  int barrier_line, other_line;  // other_line != -1: threads wait on two different lines
+  bool failed;
+  Fiber* current;
+  Context sched;
+  void (*body)(void*);
+  void* body_ctx;
+  Warp warps[32];
+};
+
+static thread_local Block* tls_block;  // null in loop mode
+
+#if defined(FUSER_EMU_UCONTEXT)
+inline void ctx_init(Context* c, char* stack_lo, size_t size, void (*fn)(Fiber*), Fiber* arg) {
+  // makecontext passes int arguments only; the new fiber reads its Fiber from TLS instead.
+  getcontext(&c->uc);
+  c->uc.uc_stack.ss_sp = stack_lo;
+  c->uc.uc_stack.ss_size = size;
+  c->uc.uc_link = nullptr;
+  tls_starting_fn = fn;
+  makecontext(&c->uc, (void (*)())ucontext_entry, 0);
+  (void)arg;
+}
+inline void ctx_switch(Context* from, Context* to) {
+  tls_starting_fiber = tls_block->current;
+  swapcontext(&from->uc, &to->uc);
+}
+#endif
+
+// Fiber stacks. A process loads many modules, and each runs blocks on every OS thread of the
+// OpenMP pool; stacks owned per module and thread would keep a few KiB per fiber resident for
+// every pair (1 MiB per 256-thread pool). So all modules share ONE stack region per OS thread,
+// reached through a pthread key that lowering/cpu_runtime.py creates once per process and passes
+// in fuser_launch_config (destructor: free). Sharing is safe because an OS thread runs one block
+// at a time. The region starts with this header; the stacks follow at the next page.
+struct SharedStacks {
+  static constexpr uint64_t kMagic = 0x66757365722d7331ull;  // "fuser-s1": layout version
+  uint64_t magic;
+  size_t bytes;  // of stack space after the header page
+};
+
+inline size_t page_size() { return (size_t)sysconf(_SC_PAGESIZE); }
+
+// The calling OS thread's stack region with at least `bytes` of stacks; null if out of memory.
+// Without a key (-1) the region is private to this module.
+inline char* thread_stacks(int64_t key, size_t bytes) {
+  static thread_local SharedStacks* private_region;
+  SharedStacks* s = key >= 0 ? (SharedStacks*)pthread_getspecific((pthread_key_t)key) : private_region;
+  if (s && s->magic == SharedStacks::kMagic && s->bytes >= bytes) return (char*)s + page_size();
+  free(s);  // too small, or from an incompatible layout
+  s = (SharedStacks*)aligned_alloc(page_size(), page_size() + bytes);  // large: mmap'd, lazily faulted
+  if (s) *s = {SharedStacks::kMagic, bytes};
+  if (key >= 0)
+    pthread_setspecific((pthread_key_t)key, s);
+  else
+    private_region = s;
+  return s ? (char*)s + page_size() : nullptr;
+}
+
+// The fibers of one OS thread for this module, over the thread's shared stack region.
+//  * No guard pages (two VMAs per fiber would exhaust Linux's ~65k per process). Instead, after
+//    every launch, a stack whose lowest page is resident (mincore) is reported as overflowed; a
+//    real overflow writes into the next stack down and may crash before that check.
+//  * Stack tops are staggered by a few cache lines per fiber: with equal offsets every fiber's
+//    frame would map to the same L1/L2 cache sets, and switching between fibers would thrash them.
+struct FiberPool {
+  static constexpr size_t kStackBytes = FUSER_FIBER_STACK_BYTES;
+  static constexpr size_t kMaxStagger = 32 * 1024;
+  static_assert(kStackBytes >= 2 * kMaxStagger && kStackBytes % 4096 == 0, "bad FUSER_FIBER_STACK_BYTES");
+  Fiber* fibers = nullptr;
+  int capacity = 0;
+  char* stacks = nullptr;  // region the fibers' stacks were laid out in
+  unsigned char* residency = nullptr;  // mincore() output for `used` stacks
+  int used = 0;                        // fibers used since the last overflow check
+  dim3 shape{0, 0, 0};                 // block shape the thread indices were computed for
+
+  // Prepares n fibers for blocks of shape bd; false if out of memory.
+  bool prepare(int64_t key, int n, dim3 bd) {
+    char* region = thread_stacks(key, (size_t)n * kStackBytes);
+    if (!region) return false;
+    if (n > capacity) {
+      release();
+      fibers = (Fiber*)calloc(n, sizeof(Fiber));
+      residency = (unsigned char*)malloc((size_t)n * kStackBytes / page_size());
+      if (!fibers || !residency) return release(), false;
+      capacity = n;
+    }
+    if (region != stacks) {  // another module grew the region
+      for (int i = 0; i < capacity; ++i) {
+        fibers[i].stack_lo = region + (size_t)i * kStackBytes;
+        fibers[i].stack_size = kStackBytes - (size_t)(i * 5 % 512) * 64;
+      }
+      stacks = region;
+    }
+    if (bd.x != shape.x || bd.y != shape.y || bd.z != shape.z) {  // indices depend on the shape only
+      for (int i = 0; i < n; ++i) {
+        fibers[i].index = (uint16_t)i;
+        fibers[i].tid = {i % bd.x, (i / bd.x) % bd.y, i / (bd.x * bd.y)};
+      }
+      shape = bd;
+    }
+    if (n > used) used = n;
+    return true;
+  }
+  // First fiber whose lowest stack page was touched since the last call, or -1. Its pages are
+  // released so that it is not reported again.
+  int check_overflow() {
+    int overflowed = -1;
+    const size_t pages_per_stack = kStackBytes / page_size();
+    if (used && mincore(stacks, (size_t)used * kStackBytes, residency) == 0)
+      for (int i = 0; i < used; ++i)
+        if (residency[i * pages_per_stack] & 1) {
+          if (overflowed < 0) overflowed = i;
+          madvise(fibers[i].stack_lo, kStackBytes, MADV_DONTNEED);
+        }
+    used = 0;
+    return overflowed;
+  }
+  void release() {
+    free(fibers);
+    free(residency);
+    fibers = nullptr;
+    residency = nullptr;
+    stacks = nullptr;
+    capacity = used = 0;
+    shape = dim3(0, 0, 0);
+  }
+  ~FiberPool() { release(); }
+};
+
+static thread_local FiberPool tls_pool;
+
+// Makes `to` the running fiber. threadIdx is per OS thread, so it is rewritten on every resume.
+inline void resume(Block* b, Context* from, Fiber* to) {
+  b->current = to;
+  threadIdx = to->tid;
+  ctx_switch(from, &to->ctx);
+}
+
+// Blocks fiber f: continue with the next runnable fiber after it, or end the scheduler's pass.
+inline void yield_from(Block* b, Fiber* f) {
+  for (int i = f->index + 1; i < b->n; ++i) {
+    Fiber* g = &b->fibers[i];
+    if (g->state == kRunnable) {
+      resume(b, &f->ctx, g);
+      return;
+    }
+  }
+  ctx_switch(&f->ctx, &b->sched);
+}
+
+// Abandons the block from inside a fiber; its stacks are re-initialised by the next block.
+[[noreturn]] inline void fail_block(Block* b, Fiber* f) {
+  b->failed = true;
+  ctx_switch(&f->ctx, &b->sched);
+  __builtin_unreachable();
+}
+
+// Releases a complete __syncthreads(): all live threads wait on it. `self` is the caller.
+inline void release_barrier(Block* b, Fiber* self) {
+  if (b->other_line >= 0) {
+    report(kBarrierDivergence,
+           "barrier divergence: threads wait at __syncthreads() on line %d and on line %d "
+           "(undefined behaviour in CUDA; it would hang or corrupt on a GPU)",
+           b->barrier_line, b->other_line);
+    fail_block(b, self);
+  }
+  // Result for __syncthreads_count/and/or: threads with pred != 0, and threads that arrived.
+  const uint64_t out = (uint64_t)b->barrier_pred | (uint64_t)b->at_barrier << 32;
+  for (int i = 0; i < b->n; ++i) {
+    Fiber* g = &b->fibers[i];
+    if (g->state == kAtBarrier) {
+      g->state = kRunnable;
+      g->out = out;
+    }
+  }
+  b->at_barrier = b->barrier_pred = 0;
+  b->other_line = -1;
+}
+
+// __syncthreads() and its _count/_and/_or forms. Returns (threads with pred != 0) in the low
+// and (threads that took part) in the high 32 bits.
+inline uint64_t sync_block(int line, int pred) {
+  Block* b = tls_block;
+  if (!b) {
+    report(kSyncInLoopMode,
+           "__syncthreads() on line %d in a launch with needs_sync=false (launch it with fibers)", line);
+    return (uint64_t)(pred != 0) | (uint64_t)1 << 32;
+  }
+  Fiber* f = b->current;
+  if (b->at_barrier == 0)
+    b->barrier_line = line;
+  else if (line != b->barrier_line)
+    b->other_line = line;
+  f->state = kAtBarrier;
+  f->line = line;
+  b->barrier_pred += pred != 0;
+  if (++b->at_barrier == b->live)
+    release_barrier(b, f);
+  else
+    yield_from(b, f);
+  return f->out;
+}
+
+// Source lane of a shfl.sync, following the PTX ISA definition (c = clamp | segmask << 8).
+inline int shfl_source(int op, int lane, int b, int c) {
+  int segmask = (c >> 8) & 31, cval = c & 31;
+  int max_lane = (lane & segmask) | (cval & ~segmask);
+  int min_lane = lane & segmask;
+  b &= 31;
+  int j;
+  bool ok;
+  switch (op) {
+    case kShflUp: j = lane - b; ok = j >= max_lane; break;
+    case kShflDown: j = lane + b; ok = j <= max_lane; break;
+    case kShflXor: j = lane ^ b; ok = j <= max_lane; break;
+    default: j = min_lane | (b & ~segmask); ok = j <= max_lane; break;
+  }
+  return ok ? j : lane;
+}
+
+// Completes the warp operation of `leader` if every live lane of its mask is waiting.
+inline bool warp_try_release(Block* b, int w, Fiber* leader) {
+  Warp& W = b->warps[w];
+  unsigned group = leader->mask & W.live;
+  if (group & ~W.waiting) return false;
+  Fiber* lanes = b->fibers + w * 32;
+  unsigned ballot = 0;
+  for (unsigned g = group; g; g &= g - 1) {
+    Fiber* f = &lanes[__builtin_ctz(g)];
+    if (f->mask != leader->mask) {
+      report(kWarpMaskMismatch, "warp %d: lanes %d and %d meet in warp operations with masks 0x%08x and 0x%08x",
+             w, leader->index & 31, f->index & 31, leader->mask, f->mask);
+      fail_block(b, b->current);
+    }
+    ballot |= (unsigned)(f->in != 0) << (f->index & 31);
+  }
+  for (unsigned g = group; g; g &= g - 1) {
+    Fiber* f = &lanes[__builtin_ctz(g)];
+    if (f->op == kVote) {
+      f->out = ballot | (uint64_t)group << 32;
+    } else if (f->op != kSyncWarp) {
+      int src = shfl_source(f->op, f->index & 31, f->b, f->c);
+      f->out = (group >> src & 1) ? lanes[src].in : f->in;  // inactive source: undefined, keep own
+    }
+    f->state = kRunnable;
+  }
+  W.waiting &= ~group;
+  return true;
+}
+
+// Shuffle, vote or __syncwarp: blocks until all live lanes of `mask` arrive.
+inline uint64_t warp_op(uint8_t op, unsigned mask, uint64_t in, int b_operand, int c_operand) {
+  Block* b = tls_block;
+  if (!b) {
+    report(kSyncInLoopMode, "warp shuffle/vote/__syncwarp in a launch with needs_sync=false");
+    return op == kVote ? ((uint64_t)(in != 0) | (uint64_t)1 << 32) : in;
+  }
+  Fiber* f = b->current;
+  int w = f->index >> 5, lane = f->index & 31;
+  if (!(mask >> lane & 1)) {
+    report(kWarpMaskMismatch, "thread (%u,%u,%u): warp operation with mask 0x%08x excludes its own lane %d",
+           f->tid.x, f->tid.y, f->tid.z, mask, lane);
+    fail_block(b, f);
+  }
+  f->op = op;
+  f->mask = mask;
+  f->in = in;
+  f->b = b_operand;
+  f->c = c_operand;
+  f->state = kAtWarp;
+  b->warps[w].waiting |= 1u << lane;
+  if (!warp_try_release(b, w, f)) yield_from(b, f);
+  return f->out;
+}
+
+// A returning thread no longer counts toward barriers or warp masks, which may release others.
+[[noreturn]] inline void thread_exit(Block* b, Fiber* f) {
+  f->state = kDone;
+  --b->live;
+  int w = f->index >> 5;
+  Warp& W = b->warps[w];
+  W.live &= ~(1u << (f->index & 31));
+  if (b->at_barrier > 0 && b->at_barrier == b->live) release_barrier(b, f);
+  for (unsigned pending = W.waiting; pending;) {
+    Fiber* leader = &b->fibers[w * 32 + __builtin_ctz(pending)];
+    pending &= ~(leader->mask | (1u << (leader->index & 31)));
+    warp_try_release(b, w, leader);
+  }
+  yield_from(b, f);
+  __builtin_unreachable();
+}
+
+inline void fiber_main(Fiber* f) {
+  Block* b = tls_block;
+  b->body(b->body_ctx);
+  thread_exit(b, f);
+}
+
+__attribute__((cold)) inline void report_deadlock(Block* b) {
+  int at_barrier = 0, at_warp = 0, line = -1;
+  const Fiber* warp_waiter = nullptr;
+  for (int i = 0; i < b->n; ++i) {
+    const Fiber* f = &b->fibers[i];
+    if (f->state == kAtBarrier) ++at_barrier, line = f->line;
+    if (f->state == kAtWarp && !warp_waiter) warp_waiter = f;
+    at_warp += f->state == kAtWarp;
+  }
+  if (warp_waiter)
+    report(kDeadlock,
+           "deadlock: %d threads wait at __syncthreads() (line %d), %d wait in warp operations (first: "
+           "thread (%u,%u,%u), mask 0x%08x); none can proceed",
+           at_barrier, line, at_warp, warp_waiter->tid.x, warp_waiter->tid.y, warp_waiter->tid.z,
+           warp_waiter->mask);
+  else
+    report(kDeadlock, "deadlock: %d threads wait at __syncthreads() (line %d); none can proceed", at_barrier,
+           line);
+}
+
+// Runs one block with a fiber per thread; false if the block failed.
+inline bool run_block_fibers(void (*body)(void*), void* body_ctx) {
+  const int n = (int)(blockDim.x * blockDim.y * blockDim.z);
+  if (!tls_pool.prepare(tls_launch->stack_key, n, blockDim)) {
+    report(kOutOfMemory, "cannot allocate %d fiber stacks", n);
+    return false;
+  }
+  Block b;
+  b.fibers = tls_pool.fibers;
+  b.n = b.live = n;
+  b.at_barrier = b.barrier_pred = 0;
+  b.barrier_line = b.other_line = -1;
+  b.failed = false;
+  b.body = body;
+  b.body_ctx = body_ctx;
+  for (int w = 0; w < 32; ++w) {
+    int lanes = n - 32 * w;
+    b.warps[w].live = lanes >= 32 ? ~0u : lanes > 0 ? (1u << lanes) - 1 : 0u;
+    b.warps[w].waiting = 0;
+  }
+  for (int i = 0; i < n; ++i) {
+    Fiber* f = &b.fibers[i];
+    f->state = kRunnable;
+    ctx_init(&f->ctx, f->stack_lo, f->stack_size, fiber_main, f);
+  }
+  tls_block = &b;
+  // Each pass resumes the first runnable fiber; control comes back here when a fiber blocks
+  // with no runnable fiber after it, or the block fails.
+  for (;;) {
+    Fiber* next = nullptr;
+    for (int i = 0; i < n && !next; ++i)
+      if (b.fibers[i].state == kRunnable) next = &b.fibers[i];
+    if (!next) break;
+    resume(&b, &b.sched, next);
+    if (b.failed) break;
+  }
+  if (!b.failed && b.live > 0) {
+    report_deadlock(&b);
+    b.failed = true;
+  }
+  tls_block = nullptr;
+  return !b.failed;
+}
+
+template <class Body>
+__forceinline__ void run_block_loop(Body& body) {
+  const dim3 bd = blockDim;
+  for (unsigned z = 0; z < bd.z; ++z)
+    for (unsigned y = 0; y < bd.y; ++y)
+      for (unsigned x = 0; x < bd.x; ++x) {
+        threadIdx = {x, y, z};
+        body();
+      }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dynamic shared memory (FUSER_DYNAMIC_SHARED): one buffer per OS thread, refilled with 0xff
+// before every block so that reads before writes produce NaN / -1 rather than stale data.
+// ---------------------------------------------------------------------------------------------
+struct DynamicSmem {
+  unsigned char* data = nullptr;
+  uint64_t capacity = 0, size = 0;
+  ~DynamicSmem() { free(data); }
+};
+static thread_local DynamicSmem tls_dyn_smem;
+
+inline void* dynamic_smem() { return tls_dyn_smem.data; }
+
+inline bool dynamic_smem_begin(uint64_t bytes) {
+  DynamicSmem& d = tls_dyn_smem;
+  d.size = 0;
+  if (bytes > d.capacity) {
+    free(d.data);
+    d.data = (unsigned char*)aligned_alloc(64, (bytes + 63) & ~(uint64_t)63);
+    d.capacity = d.data ? bytes : 0;
+    if (!d.data) return false;
+  }
+  d.size = bytes;
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Grid execution.
+// ---------------------------------------------------------------------------------------------
+inline int validate(const fuser_launch_config* cfg, LaunchState* st) {
+  const uint32_t* g = cfg->grid;
+  const uint32_t* k = cfg->block;
+  uint64_t threads = (uint64_t)k[0] * k[1] * k[2];
+  const char* why = nullptr;
+  if (!g[0] || !g[1] || !g[2] || !k[0] || !k[1] || !k[2]) why = "a grid or block dimension is 0";
+  else if (threads > 1024) why = "more than 1024 threads per block";
+  else if (k[2] > 64) why = "block.z > 64";
+  else if (g[0] > 0x7fffffffu || g[1] > 65535 || g[2] > 65535) why = "grid exceeds (2^31-1, 65535, 65535)";
+  if (!why) return kOk;
+  tls_launch = st;
+  report_launch(kBadConfig, "invalid launch configuration grid (%u,%u,%u) block (%u,%u,%u): %s", g[0], g[1], g[2],
+         k[0], k[1], k[2], why);
+  tls_launch = nullptr;
+  return kBadConfig;
+}
+
+// Per OS thread: join the launch, then hand the byte counts back.
+inline void worker_begin(LaunchState* st, const fuser_launch_config* cfg) {
+  tls_launch = st;
+  tls_counters = {0, 0};
+  blockDim = dim3(cfg->block[0], cfg->block[1], cfg->block[2]);
+  gridDim = dim3(cfg->grid[0], cfg->grid[1], cfg->grid[2]);
+  if (!dynamic_smem_begin(cfg->dynamic_smem_bytes))
+    report_launch(kOutOfMemory, "cannot allocate %llu bytes of dynamic shared memory",
+                  (unsigned long long)cfg->dynamic_smem_bytes);
+}
+inline void worker_end(LaunchState* st) {
+  if (int i = tls_pool.check_overflow(); i >= 0)
+    report_launch(kStackOverflow, "thread %d used all of its %d-byte fiber stack (compile with a larger "
+                  "-DFUSER_FIBER_STACK_BYTES)", i, (int)FUSER_FIBER_STACK_BYTES);
+  __atomic_fetch_add(&st->bytes_loaded, tls_counters.loaded, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&st->bytes_stored, tls_counters.stored, __ATOMIC_RELAXED);
+  tls_launch = nullptr;
+}
+
+// What a kernel contributes to a launch: one thread's body, or a whole block as a loop over its
+// threads (the kernel inlined into the loop). Everything else is compiled once per module rather
+// than once per kernel, which keeps the compile time per kernel low.
+struct KernelBody {
+  void (*thread)(void* ctx);
+  void (*loop_block)(void* ctx);
+  void* ctx;
+};
+
+inline int run_grid(const char* kernel, const fuser_launch_config* cfg, fuser_launch_stats* stats,
+                    const KernelBody& body) {
+  *stats = {};
+  LaunchState st{kernel, cfg->stack_key, stats, 0, 0, 0};
+  if (int e = validate(cfg, &st)) return stats->error_code = e;
+  const uint64_t gx = cfg->grid[0], gy = cfg->grid[1];
+  const long long nblocks = (long long)(gx * gy * cfg->grid[2]);
+  int nthreads = cfg->num_threads > 0 ? cfg->num_threads : omp_get_max_threads();
+  if (nthreads > nblocks) nthreads = (int)nblocks;
+  // Dynamic scheduling balances blocks of uneven cost; chunks keep the dispatch cost negligible.
+  const long long chunk = nblocks / (16LL * nthreads) > 0 ? nblocks / (16LL * nthreads) : 1;
+  const bool fibers = cfg->needs_sync != 0;
+#pragma omp parallel num_threads(nthreads)
+  {
+    worker_begin(&st, cfg);
+#pragma omp for schedule(dynamic, chunk)
+    for (long long i = 0; i < nblocks; ++i) {
+      if (launch_failed(&st)) continue;
+      blockIdx = {(unsigned)(i % gx), (unsigned)((i / gx) % gy), (unsigned)(i / (gx * gy))};
+      if (tls_dyn_smem.size) memset(tls_dyn_smem.data, 0xff, tls_dyn_smem.size);
+      if (fibers)
+        run_block_fibers(body.thread, body.ctx);
+      else
+        body.loop_block(body.ctx);
+    }
+    worker_end(&st);
+  }
+  stats->bytes_loaded = st.bytes_loaded;
+  stats->bytes_stored = st.bytes_stored;
+  stats->error_code = __atomic_load_n(&st.error, __ATOMIC_ACQUIRE);
+  return stats->error_code;
+}
+
+// Unpacks cuLaunchKernel-style arguments (args[i] points at the i-th parameter's value) by the
+// kernel's own parameter types, copying them once per launch.
+template <auto Kernel, class... P, size_t... I>
+int launch_unpacked(std::index_sequence<I...>, const char* name, const fuser_launch_config* cfg, void** args,
+                    fuser_launch_stats* stats) {
+  (void)args;
+  auto call = [... a = *static_cast<std::remove_cvref_t<P>*>(args[I])]() __attribute__((always_inline)) {
+    Kernel(a...);
+  };
+  using Call = decltype(call);
+  const KernelBody body{[](void* c) { (*static_cast<Call*>(c))(); },
+                        [](void* c) { run_block_loop(*static_cast<Call*>(c)); }, &call};
+  return run_grid(name, cfg, stats, body);
+}
+
+template <auto Kernel, class... P>
+int launch(void (*)(P...), const char* name, const fuser_launch_config* cfg, void** args,
+           fuser_launch_stats* stats) {
+  return launch_unpacked<Kernel, P...>(std::index_sequence_for<P...>{}, name, cfg, args, stats);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernel signatures for argument checking in Python: three characters per parameter,
+//   [-|p|P] kind size   ('-' value, 'p' pointer, 'P' pointer to const)
+//   kind: f float, i signed int, u unsigned int, ? bool, h __half, b __nv_bfloat16, v void, x other
+//   size: sizeof the (pointed-to) type as one digit 1-9, or 'x'.
+// ---------------------------------------------------------------------------------------------
+template <class T>
+constexpr char type_kind();
+
+template <class T>
+constexpr void describe_param(char* out) {
+  using V = std::remove_cv_t<T>;
+  using E = std::remove_cv_t<std::remove_pointer_t<V>>;
+  constexpr bool ptr = std::is_pointer_v<V>;
+  using S = std::conditional_t<ptr, E, V>;
+  out[0] = !ptr ? '-' : std::is_const_v<std::remove_pointer_t<V>> ? 'P' : 'p';
+  out[1] = type_kind<S>();
+  if constexpr (std::is_void_v<S>)
+    out[2] = '0';
+  else
+    out[2] = sizeof(S) <= 9 ? (char)('0' + sizeof(S)) : 'x';
+}
+
+template <class... P>
+struct Signature {
+  static constexpr auto text = [] {
+    struct {
+      char s[3 * sizeof...(P) + 1];
+    } r{};
+    int i = 0;
+    ((describe_param<P>(r.s + 3 * i), ++i), ...);
+    return r;
+  }();
+};
+
+template <class... P>
+const char* signature_of(void (*)(P...)) {
+  return Signature<P...>::text.s;
+}
+
+}  // namespace fuser_emu
+
+// ---------------------------------------------------------------------------------------------
+// Synchronisation and warp intrinsics.
+// ---------------------------------------------------------------------------------------------
+#define __syncthreads() ((void)::fuser_emu::sync_block(__LINE__, 0))
+#define __syncthreads_count(pred) ((int)(uint32_t)::fuser_emu::sync_block(__LINE__, (pred)))
+#define __syncthreads_and(pred) ((int)::fuser_emu::all_of(::fuser_emu::sync_block(__LINE__, (pred))))
+#define __syncthreads_or(pred) ((int)((uint32_t)::fuser_emu::sync_block(__LINE__, (pred)) != 0))
+
+namespace fuser_emu {
+inline bool all_of(uint64_t r) { return (uint32_t)r == (uint32_t)(r >> 32); }
+
+template <class T>
+inline T shfl(uint8_t op, unsigned mask, T var, int b, int c) {
+  static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "shuffle of a type wider than 8 bytes");
+  uint64_t bits = 0;
+  memcpy(&bits, &var, sizeof(T));
+  bits = warp_op(op, mask, bits, b, c);
+  T r;
+  memcpy(&r, &bits, sizeof(T));
+  return r;
+}
+}  // namespace fuser_emu
+
+inline void __syncwarp(unsigned mask = 0xffffffffu) { ::fuser_emu::warp_op(::fuser_emu::kSyncWarp, mask, 0, 0, 0); }
+
+// width must be a power of two <= 32, as in CUDA; c encodes it like the CUDA headers do.
+template <class T>
+inline T __shfl_sync(unsigned mask, T var, int src_lane, int width = warpSize) {
+  return ::fuser_emu::shfl(::fuser_emu::kShflIdx, mask, var, src_lane, ((warpSize - width) << 8) | 31);
+}
+template <class T>
+inline T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = warpSize) {
+  return ::fuser_emu::shfl(::fuser_emu::kShflUp, mask, var, (int)delta, (warpSize - width) << 8);
+}
+template <class T>
+inline T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = warpSize) {
+  return ::fuser_emu::shfl(::fuser_emu::kShflDown, mask, var, (int)delta, ((warpSize - width) << 8) | 31);
+}
+template <class T>
+inline T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize) {
+  return ::fuser_emu::shfl(::fuser_emu::kShflXor, mask, var, lane_mask, ((warpSize - width) << 8) | 31);
+}
+
+inline unsigned __ballot_sync(unsigned mask, int pred) {
+  return (unsigned)::fuser_emu::warp_op(::fuser_emu::kVote, mask, pred != 0, 0, 0);
+}
+inline int __all_sync(unsigned mask, int pred) {
+  uint64_t r = ::fuser_emu::warp_op(::fuser_emu::kVote, mask, pred != 0, 0, 0);
+  return (unsigned)r == (unsigned)(r >> 32);
+}
+inline int __any_sync(unsigned mask, int pred) {
+  return (unsigned)::fuser_emu::warp_op(::fuser_emu::kVote, mask, pred != 0, 0, 0) != 0;
+}
+
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_block() { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+
+// ---------------------------------------------------------------------------------------------
+// Atomics: relaxed, like CUDA's; return the old value.
+// ---------------------------------------------------------------------------------------------
+namespace fuser_emu {
+template <class T, class F>
+inline T atomic_update(T* p, F f) {
+  T old = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (!__atomic_compare_exchange_n(p, &old, f(old), true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+  return old;
+}
+template <class T>
+inline T atomic_add_float(T* p, T v) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8);
+  using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  U old = __atomic_load_n((U*)p, __ATOMIC_RELAXED);
+  for (;;) {
+    U next = __builtin_bit_cast(U, __builtin_bit_cast(T, old) + v);
+    if (__atomic_compare_exchange_n((U*)p, &old, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+      return __builtin_bit_cast(T, old);
+  }
+}
+}  // namespace fuser_emu
+
+// Exactly CUDA's overload set, so that code compiling here also compiles for the GPU.
+#define FUSER_EMU_ATOMIC(name, T, expr)                                                       \
+  inline T name(T* p, T v) { return expr; }
+#define FUSER_EMU_ATOMIC_RMW(T)                                                               \
+  FUSER_EMU_ATOMIC(atomicAdd, T, __atomic_fetch_add(p, v, __ATOMIC_RELAXED))                  \
+  FUSER_EMU_ATOMIC(atomicExch, T, __atomic_exchange_n(p, v, __ATOMIC_RELAXED))                \
+  FUSER_EMU_ATOMIC(atomicAnd, T, __atomic_fetch_and(p, v, __ATOMIC_RELAXED))                  \
+  FUSER_EMU_ATOMIC(atomicOr, T, __atomic_fetch_or(p, v, __ATOMIC_RELAXED))                    \
+  FUSER_EMU_ATOMIC(atomicXor, T, __atomic_fetch_xor(p, v, __ATOMIC_RELAXED))                  \
+  inline T atomicCAS(T* p, T expected, T desired) {                                           \
+    __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED); \
+    return expected;                                                                          \
+  }
+#define FUSER_EMU_ATOMIC_MINMAX(T)                                                            \
+  FUSER_EMU_ATOMIC(atomicMax, T, ::fuser_emu::atomic_update(p, [v](T o) { return o < v ? v : o; })) \
+  FUSER_EMU_ATOMIC(atomicMin, T, ::fuser_emu::atomic_update(p, [v](T o) { return v < o ? v : o; }))
+FUSER_EMU_ATOMIC_RMW(int)
+FUSER_EMU_ATOMIC_RMW(unsigned int)
+FUSER_EMU_ATOMIC_RMW(unsigned long long)
+FUSER_EMU_ATOMIC_MINMAX(int)
+FUSER_EMU_ATOMIC_MINMAX(unsigned int)
+FUSER_EMU_ATOMIC_MINMAX(long long)
+FUSER_EMU_ATOMIC_MINMAX(unsigned long long)
+FUSER_EMU_ATOMIC(atomicSub, int, __atomic_fetch_sub(p, v, __ATOMIC_RELAXED))
+FUSER_EMU_ATOMIC(atomicSub, unsigned int, __atomic_fetch_sub(p, v, __ATOMIC_RELAXED))
+#undef FUSER_EMU_ATOMIC_MINMAX
+#undef FUSER_EMU_ATOMIC_RMW
+#undef FUSER_EMU_ATOMIC
+
+inline float atomicAdd(float* p, float v) { return ::fuser_emu::atomic_add_float(p, v); }
+inline double atomicAdd(double* p, double v) { return ::fuser_emu::atomic_add_float(p, v); }
+inline float atomicExch(float* p, float v) {
+  return __builtin_bit_cast(float, atomicExch((unsigned*)p, __builtin_bit_cast(unsigned, v)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bit casts and integer intrinsics.
+// ---------------------------------------------------------------------------------------------
+inline float __int_as_float(int x) { return __builtin_bit_cast(float, x); }
+inline int __float_as_int(float x) { return __builtin_bit_cast(int, x); }
+inline float __uint_as_float(unsigned x) { return __builtin_bit_cast(float, x); }
+inline unsigned __float_as_uint(float x) { return __builtin_bit_cast(unsigned, x); }
+inline double __longlong_as_double(long long x) { return __builtin_bit_cast(double, x); }
+inline long long __double_as_longlong(double x) { return __builtin_bit_cast(long long, x); }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
+inline int __clzll(long long x) { return x ? __builtin_clzll((unsigned long long)x) : 64; }
+inline int __ffs(int x) { return __builtin_ffs(x); }
+inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+inline unsigned __brev(unsigned x) {
+  x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
+  x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
+  x = ((x >> 4) & 0x0f0f0f0fu) | ((x & 0x0f0f0f0fu) << 4);
+  return __builtin_bswap32(x);
+}
+inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
+
+// ---------------------------------------------------------------------------------------------
+// Math: CUDA device code gets float overloads of the <math.h> names, fast intrinsics, min/max.
+// ---------------------------------------------------------------------------------------------
+#if !defined(_GLIBCXX_CMATH)  // with <cmath>, `using std::f` already provides these overloads
+#define FUSER_EMU_UNARY(fn)                                                                   \
+  inline float fn(float x) { return fn##f(x); }                                               \
+  template <class I, std::enable_if_t<std::is_integral_v<I>, int> = 0>                        \
+  inline double fn(I x) { return fn((double)x); }
+FUSER_EMU_UNARY(acos) FUSER_EMU_UNARY(acosh) FUSER_EMU_UNARY(asin) FUSER_EMU_UNARY(asinh)
+FUSER_EMU_UNARY(atan) FUSER_EMU_UNARY(atanh) FUSER_EMU_UNARY(cbrt) FUSER_EMU_UNARY(ceil)
+FUSER_EMU_UNARY(cos) FUSER_EMU_UNARY(cosh) FUSER_EMU_UNARY(erf) FUSER_EMU_UNARY(erfc)
+FUSER_EMU_UNARY(exp) FUSER_EMU_UNARY(exp2) FUSER_EMU_UNARY(expm1) FUSER_EMU_UNARY(fabs)
+FUSER_EMU_UNARY(floor) FUSER_EMU_UNARY(lgamma) FUSER_EMU_UNARY(log) FUSER_EMU_UNARY(log10)
+FUSER_EMU_UNARY(log1p) FUSER_EMU_UNARY(log2) FUSER_EMU_UNARY(logb) FUSER_EMU_UNARY(nearbyint)
+FUSER_EMU_UNARY(rint) FUSER_EMU_UNARY(round) FUSER_EMU_UNARY(sin) FUSER_EMU_UNARY(sinh)
+FUSER_EMU_UNARY(sqrt) FUSER_EMU_UNARY(tan) FUSER_EMU_UNARY(tanh) FUSER_EMU_UNARY(tgamma)
+FUSER_EMU_UNARY(trunc)
+#undef FUSER_EMU_UNARY
+#define FUSER_EMU_BINARY(fn) \
+  inline float fn(float x, float y) { return fn##f(x, y); }
+FUSER_EMU_BINARY(atan2) FUSER_EMU_BINARY(copysign) FUSER_EMU_BINARY(fdim) FUSER_EMU_BINARY(fmax)
+FUSER_EMU_BINARY(fmin) FUSER_EMU_BINARY(fmod) FUSER_EMU_BINARY(hypot) FUSER_EMU_BINARY(pow)
+FUSER_EMU_BINARY(remainder) FUSER_EMU_BINARY(nextafter)
+#undef FUSER_EMU_BINARY
+inline float fma(float x, float y, float z) { return fmaf(x, y, z); }
+inline float ldexp(float x, int e) { return ldexpf(x, e); }
+inline float frexp(float x, int* e) { return frexpf(x, e); }
+inline float abs(float x) { return fabsf(x); }
+inline double abs(double x) { return fabs(x); }
+inline long abs(long x) { return x < 0 ? -x : x; }
+inline long long abs(long long x) { return x < 0 ? -x : x; }
+#endif
+
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+inline float rcbrtf(float x) { return 1.0f / cbrtf(x); }
+inline double rcbrt(double x) { return 1.0 / cbrt(x); }
+inline float __expf(float x) { return expf(x); }
+inline float __exp10f(float x) { return exp10f(x); }
+inline float __logf(float x) { return logf(x); }
+inline float __log2f(float x) { return log2f(x); }
+inline float __log10f(float x) { return log10f(x); }
+inline float __sinf(float x) { return sinf(x); }
+inline float __cosf(float x) { return cosf(x); }
+inline float __tanf(float x) { return tanf(x); }
+inline float __powf(float x, float y) { return powf(x, y); }
+inline float __fdividef(float x, float y) { return x / y; }
+inline float __frcp_rn(float x) { return 1.0f / x; }
+inline float __fsqrt_rn(float x) { return sqrtf(x); }
+inline float __fadd_rn(float x, float y) { return x + y; }
+inline float __fmul_rn(float x, float y) { return x * y; }
+inline float __fmaf_rn(float x, float y, float z) { return fmaf(x, y, z); }
+inline float __saturatef(float x) { return x > 0.0f ? (x < 1.0f ? x : 1.0f) : 0.0f; }  // NaN -> 0
+inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
+inline int __float2int_rz(float x) { return (int)x; }
+inline int __float2int_rd(float x) { return (int)floorf(x); }
+inline int __float2int_ru(float x) { return (int)ceilf(x); }
+inline float __int2float_rn(int x) { return (float)x; }
+
+// CUDA's device max/min: the usual arithmetic conversions, NaN-ignoring for floating point.
+template <class A, class B>
+inline auto max(A a, B b) -> decltype(a + b) {
+  using R = decltype(a + b);
+  if constexpr (std::is_floating_point_v<R>)
+    return fmax((R)a, (R)b);
+  else
+    return (R)a < (R)b ? (R)b : (R)a;
+}
+template <class A, class B>
+inline auto min(A a, B b) -> decltype(a + b) {
+  using R = decltype(a + b);
+  if constexpr (std::is_floating_point_v<R>)
+    return fmin((R)a, (R)b);
+  else
+    return (R)b < (R)a ? (R)b : (R)a;
+}
+
+// ---------------------------------------------------------------------------------------------
+// __half and __nv_bfloat16: storage plus correctly rounded (round-to-nearest-even) conversions.
+// NaN converts to the canonical 0x7fff like the CUDA headers.
+// ---------------------------------------------------------------------------------------------
+namespace fuser_emu {
+inline unsigned short float_to_half_bits(float f) {
+  uint32_t x = __builtin_bit_cast(uint32_t, f);
+  uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return 0x7fff;
+  if (ax >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);  // >= 65520 rounds to inf
+  if (ax < 0x38800000u) {                                          // below 2^-14: subnormal
+    uint32_t e = ax >> 23;
+    if (e < 102) return (unsigned short)sign;  // below 2^-25 (ties at 2^-25 go to even 0)
+    uint32_t mant = (ax & 0x7fffffu) | 0x800000u, shift = 126 - e;
+    uint32_t q = mant >> shift, rem = mant & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+    q += rem > halfway || (rem == halfway && (q & 1));
+    return (unsigned short)(sign | q);
+  }
+  uint32_t h = (ax >> 13) - (112u << 10), rem = ax & 0x1fffu;
+  h += rem > 0x1000u || (rem == 0x1000u && (h & 1));
+  return (unsigned short)(sign | h);
+}
+inline float half_bits_to_float(unsigned short h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 31) return __builtin_bit_cast(float, sign | 0x7f800000u | (m << 13));
+  if (e == 0) {
+    float v = (float)m * 0x1p-24f;
+    return sign ? -v : v;
+  }
+  return __builtin_bit_cast(float, sign | ((e + 112u) << 23) | (m << 13));
+}
+inline unsigned short float_to_bf16_bits(float f) {
+  uint32_t x = __builtin_bit_cast(uint32_t, f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fff;
+  return (unsigned short)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+inline float bf16_bits_to_float(unsigned short b) { return __builtin_bit_cast(float, (uint32_t)b << 16); }
+}  // namespace fuser_emu
+
+// Arithmetic on the 16-bit types rounds each result back, as the GPU's half instructions do
+// (float has enough precision that rounding twice is exact for + - * /).
+#define FUSER_EMU_HALF_TYPE(T, TO_BITS, TO_FLOAT)                                                     \
+  struct T {                                                                                          \
+    unsigned short __x;                                                                               \
+    T() = default;                                                                                    \
+    T(float f) : __x(::fuser_emu::TO_BITS(f)) {}                                                      \
+    operator float() const { return ::fuser_emu::TO_FLOAT(__x); }                                     \
+    static T from_bits(unsigned short b) {                                                            \
+      T r;                                                                                            \
+      r.__x = b;                                                                                      \
+      return r;                                                                                       \
+    }                                                                                                 \
+  };                                                                                                  \
+  inline T operator+(T a, T b) { return T((float)a + (float)b); }                                     \
+  inline T operator-(T a, T b) { return T((float)a - (float)b); }                                     \
+  inline T operator*(T a, T b) { return T((float)a * (float)b); }                                     \
+  inline T operator/(T a, T b) { return T((float)a / (float)b); }                                     \
+  inline T operator-(T a) { return T::from_bits((unsigned short)(a.__x ^ 0x8000u)); }                 \
+  inline T& operator+=(T& a, T b) { return a = a + b; }                                               \
+  inline T& operator-=(T& a, T b) { return a = a - b; }                                               \
+  inline T& operator*=(T& a, T b) { return a = a * b; }                                               \
+  inline T& operator/=(T& a, T b) { return a = a / b; }                                               \
+  inline bool operator==(T a, T b) { return (float)a == (float)b; }                                   \
+  inline bool operator!=(T a, T b) { return (float)a != (float)b; }                                   \
+  inline bool operator<(T a, T b) { return (float)a < (float)b; }                                     \
+  inline bool operator<=(T a, T b) { return (float)a <= (float)b; }                                   \
+  inline bool operator>(T a, T b) { return (float)a > (float)b; }                                     \
+  inline bool operator>=(T a, T b) { return (float)a >= (float)b; }
+FUSER_EMU_HALF_TYPE(__half, float_to_half_bits, half_bits_to_float)
+FUSER_EMU_HALF_TYPE(__nv_bfloat16, float_to_bf16_bits, bf16_bits_to_float)
+#undef FUSER_EMU_HALF_TYPE
+
+inline float __half2float(__half h) { return (float)h; }
+inline __half __float2half(float f) { return __half(f); }
+inline __half __float2half_rn(float f) { return __half(f); }
+inline unsigned short __half_as_ushort(__half h) { return h.__x; }
+inline __half __ushort_as_half(unsigned short b) { return __half::from_bits(b); }
+inline float __bfloat162float(__nv_bfloat16 h) { return (float)h; }
+inline __nv_bfloat16 __float2bfloat16(float f) { return __nv_bfloat16(f); }
+inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16(f); }
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.__x; }
+inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short b) { return __nv_bfloat16::from_bits(b); }
+
+#define FUSER_EMU_HALF_OPS(T)                                                                         \
+  inline T __hadd(T a, T b) { return a + b; }                                                         \
+  inline T __hsub(T a, T b) { return a - b; }                                                         \
+  inline T __hmul(T a, T b) { return a * b; }                                                         \
+  inline T __hdiv(T a, T b) { return a / b; }                                                         \
+  inline T __hneg(T a) { return -a; }                                                                 \
+  inline T __hfma(T a, T b, T c) { return T(fmaf((float)a, (float)b, (float)c)); }                    \
+  inline T __habs(T a) { return T::from_bits((unsigned short)(a.__x & 0x7fffu)); }                    \
+  inline T __hmax(T a, T b) { return T(fmaxf((float)a, (float)b)); }                                  \
+  inline T __hmin(T a, T b) { return T(fminf((float)a, (float)b)); }
+FUSER_EMU_HALF_OPS(__half)
+FUSER_EMU_HALF_OPS(__nv_bfloat16)
+#undef FUSER_EMU_HALF_OPS
+
+namespace fuser_emu {
+template <class T>
+constexpr char type_kind() {
+  if constexpr (std::is_same_v<T, __half>) return 'h';
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return 'b';
+  else if constexpr (std::is_same_v<T, bool>) return '?';
+  else if constexpr (std::is_floating_point_v<T>) return 'f';
+  else if constexpr (std::is_integral_v<T>) return std::is_signed_v<T> ? 'i' : 'u';
+  else if constexpr (std::is_void_v<T>) return 'v';
+  else return 'x';
+}
+}  // namespace fuser_emu
+
+// ---------------------------------------------------------------------------------------------
+// Host launcher: FUSER_HOST_LAUNCHER(k) after `extern "C" __global__ void k(...)` exports
+//   int k__launch(const fuser_launch_config*, void** args, fuser_launch_stats*)
+//   const char* k__signature(void)
+// ---------------------------------------------------------------------------------------------
+#define FUSER_HOST_LAUNCHER(name)                                                                   \
+  extern "C" FUSER_EXPORT int name##__launch(const fuser_launch_config* cfg, void** args,          \
+                                              fuser_launch_stats* stats) {                          \
+    return ::fuser_emu::launch<&name>(&name, #name, cfg, args, stats);                              \
+  }                                                                                                 \
+  extern "C" FUSER_EXPORT const char* name##__signature(void) { return ::fuser_emu::signature_of(&name); }
+
+#endif  // FUSER_CPU_EMU_H

@@ -1,0 +1,147 @@
+// fuser_prelude.cuh -- the text every generated kernel source starts with.
+//
+// The emitter prepends this file's TEXT (it does not #include it), so NVRTC needs no include path
+// for it. The same kernel text then compiles in two modes:
+//   GPU mode  NVRTC or nvcc (__CUDACC__): plain CUDA; needs only <cuda_fp16.h> and <cuda_bf16.h>.
+//   CPU mode  g++ -std=c++20 -fopenmp -DFUSER_CPU -I<this directory> (lowering/cpu_runtime.py):
+//             this file includes fuser_cpu_emu.h, which emulates the CUDA subset below.
+//
+// Contract for generated code (everything else CUDA offers is unsupported on the CPU):
+//   Kernels     extern "C" __global__ void k(params...) { ... }
+//               FUSER_HOST_LAUNCHER(k)            after each kernel, no semicolon; nothing on the GPU
+//               Parameters: pointers and arithmetic/__half/__nv_bfloat16 scalars only.
+//   Global memory: EVERY access goes through these (the CPU run counts their bytes):
+//     T    fuser_ld(const T* ptr, I idx)                     ptr[idx]
+//     T    fuser_ldg(const T* ptr, I idx)                    ptr[idx] through the read-only cache
+//                                                            (__ldg; T arithmetic, __half, bf16)
+//     void fuser_st(T* ptr, I idx, T value)                  ptr[idx] = value (value converts to T)
+//     void fuser_ld_vec<N>(const T* ptr, I idx, T* out)      out[0..N) = ptr[idx..idx+N)
+//     void fuser_st_vec<N>(T* ptr, I idx, const T* in)       ptr[idx..idx+N) = in[0..N)
+//       I: any integer type. The vector forms are ONE access of N*sizeof(T) in {2,4,8,16} bytes:
+//       ptr+idx must be aligned to that size (a misaligned access faults on the GPU and is
+//       reported as an error on the CPU).
+//   Shared memory   __shared__ __align__(16) T name[CONST];     static, per block
+//                   FUSER_DYNAMIC_SHARED(T, name);              T* name = dynamic shared memory
+//                   (size given at launch: dynamic_smem_bytes)
+//   Sync            __syncthreads(), __syncthreads_count/and/or(pred), __syncwarp(mask)
+//                   __shfl_sync/__shfl_up_sync/__shfl_down_sync/__shfl_xor_sync(mask, v, lane|delta[, width])
+//                   for any 1-8 byte type; __ballot_sync, __all_sync, __any_sync.
+//                   A kernel using any of these must be launched with needs_sync=true on the CPU.
+//   Atomics         CUDA's overloads: atomicAdd (int, unsigned, unsigned long long, float, double),
+//                   atomicExch (those but double), atomicAnd/Or/Xor/CAS (int, unsigned, unsigned
+//                   long long), atomicMax/Min (those and long long), atomicSub (int, unsigned).
+//                   Relaxed; not counted as bytes loaded/stored.
+//   Math            <math.h> float and double functions (expf, tanhf, ... and the float
+//                   overloads exp(float), ...), fmaxf, fminf, max/min, rsqrtf, rsqrt, __expf,
+//                   __logf, __fdividef, __frcp_rn, __fsqrt_rn, __saturatef, __int_as_float,
+//                   __float_as_int, __popc, __clz, __ffs, INFINITY, NAN, CUDART_INF_F, CUDART_NAN_F.
+//   16-bit floats   __half, __nv_bfloat16; __float2half(_rn), __half2float, __float2bfloat16(_rn),
+//                   __bfloat162float (round-to-nearest-even); __hadd/__hmul/... and + - * / on
+//                   two values of one type. Compute in float and convert explicitly: mixing
+//                   __half with float in one expression is ambiguous in CUDA.
+//   Not emulated    CUDA vector types (float4, ...; use fuser_ld_vec), textures, cooperative groups,
+//                   clusters, async copies, threads spinning on values other threads write.
+//
+// Running on the CPU (lowering/cpu_runtime.py):
+//   CpuModule.from_source(source).launch("k", grid, block, [arrays and numpy scalars],
+//                                        needs_sync=<kernel uses any Sync op>, dynamic_smem_bytes=...)
+//   returns the bytes loaded/stored through the accessors above; deadlocks, barrier divergence and
+//   misaligned vector accesses raise lowering.errors.LaunchError.
+#ifndef FUSER_PRELUDE_CUH
+#define FUSER_PRELUDE_CUH
+
+#if defined(FUSER_CPU)
+#include "fuser_cpu_emu.h"
+#define FUSER_COUNT_LOAD(bytes) ::fuser_emu::count_load(bytes)
+#define FUSER_COUNT_STORE(bytes) ::fuser_emu::count_store(bytes)
+#define FUSER_DYNAMIC_SHARED(T, name) T* name = reinterpret_cast<T*>(::fuser_emu::dynamic_smem())
+#else
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#define FUSER_COUNT_LOAD(bytes) ((void)0)
+#define FUSER_COUNT_STORE(bytes) ((void)0)
+#define FUSER_DYNAMIC_SHARED(T, name)                                 \
+  extern __shared__ __align__(16) unsigned char fuser_dynamic_smem[]; \
+  T* name = reinterpret_cast<T*>(fuser_dynamic_smem)
+#define FUSER_HOST_LAUNCHER(name)
+#endif
+
+// NVRTC has no <math.h>; these spellings work in both modes.
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fffffff)
+#endif
+#ifndef CUDART_INF_F
+#define CUDART_INF_F __int_as_float(0x7f800000)
+#endif
+#ifndef CUDART_NAN_F
+#define CUDART_NAN_F __int_as_float(0x7fffffff)
+#endif
+
+template <class T>
+struct fuser_identity {
+  using type = T;
+};
+
+// The unit of a vector access: the alignment makes the GPU issue one wide load/store.
+template <class T, int N>
+struct alignas(sizeof(T) * N) fuser_vec {
+  T v[N];
+};
+
+template <class T, int N>
+__device__ __forceinline__ constexpr bool fuser_vec_ok() {
+  return N >= 1 && (sizeof(T) * N == 2 || sizeof(T) * N == 4 || sizeof(T) * N == 8 || sizeof(T) * N == 16);
+}
+
+template <class T, class I>
+__device__ __forceinline__ T fuser_ld(const T* ptr, I idx) {
+  FUSER_COUNT_LOAD(sizeof(T));
+  return ptr[idx];
+}
+
+template <class T, class I>
+__device__ __forceinline__ T fuser_ldg(const T* ptr, I idx) {
+  FUSER_COUNT_LOAD(sizeof(T));
+  return __ldg(ptr + idx);
+}
+
+template <class T, class I>
+__device__ __forceinline__ void fuser_st(T* ptr, I idx, typename fuser_identity<T>::type value) {
+  FUSER_COUNT_STORE(sizeof(T));
+  ptr[idx] = value;
+}
+
+template <int N, class T, class I>
+__device__ __forceinline__ void fuser_ld_vec(const T* ptr, I idx, T* out) {
+  static_assert(fuser_vec_ok<T, N>(), "fuser_ld_vec: N*sizeof(T) must be 2, 4, 8 or 16 bytes");
+#if defined(FUSER_CPU)
+  // Element loop: the same bytes as one wide access without breaking strict aliasing.
+  ::fuser_emu::check_aligned(ptr + idx, sizeof(T) * N, "fuser_ld_vec");
+  FUSER_COUNT_LOAD(sizeof(T) * N);
+  for (int k = 0; k < N; ++k) out[k] = ptr[idx + k];
+#else
+  const fuser_vec<T, N> v = *reinterpret_cast<const fuser_vec<T, N>*>(ptr + idx);
+#pragma unroll
+  for (int k = 0; k < N; ++k) out[k] = v.v[k];
+#endif
+}
+
+template <int N, class T, class I>
+__device__ __forceinline__ void fuser_st_vec(T* ptr, I idx, const T* in) {
+  static_assert(fuser_vec_ok<T, N>(), "fuser_st_vec: N*sizeof(T) must be 2, 4, 8 or 16 bytes");
+#if defined(FUSER_CPU)
+  ::fuser_emu::check_aligned(ptr + idx, sizeof(T) * N, "fuser_st_vec");
+  FUSER_COUNT_STORE(sizeof(T) * N);
+  for (int k = 0; k < N; ++k) ptr[idx + k] = in[k];
+#else
+  fuser_vec<T, N> v;
+#pragma unroll
+  for (int k = 0; k < N; ++k) v.v[k] = in[k];
+  *reinterpret_cast<fuser_vec<T, N>*>(ptr + idx) = v;
+#endif
+}
+
+#endif  // FUSER_PRELUDE_CUH

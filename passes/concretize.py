@@ -1,0 +1,499 @@
+"""`concretize`: specialise a fusion's dynamic extents for concrete input extents.
+
+Every resized dim of a pad/slice/cat (see fuser_dialect/extents.py for which dims are
+resized) is decided broadcast (extent 1: its type becomes `b`) or iteration, and the types
+of every later op are re-inferred with the shape rules, so a `b` flowing into a binary op
+makes the result take the other operand's extent.
+
+With `resize-extents` (the default) the resize ops are also compiled for static extents:
+SSA pad widths and slice bounds become constants (slice bounds normalized: torch's negative
+and clamped bounds resolved), and every dim that is exactly mapped to a resized dim (the
+resize's input and output along that dim, and whatever elementwise/layout ops tie to them,
+up to the fusion inputs) gets its static extent; `fuser.dim` of a dim made static becomes a
+constant, and scalar arithmetic left unused is erased. Dims tied to no resize keep `?` (a
+batch dim stays dynamic). With `resize-extents=false` (or `concretize_resize_extents` in env
+FUSER_DISABLE) only the broadcast/iteration decision is taken and extents stay symbolic.
+
+CLI, one entry per fusion input kind, in argument order:
+    fuser-opt f.mlir -p 'concretize{extents="8x3x2x5x6;8x7x4x9x5" scalars="1,-2"}'
+- `extents`: the shapes of the tensor inputs, `;`-separated, each `AxBxC` (an empty entry is
+  a rank-0 tensor). May be omitted when no tensor input has a `?` dim.
+- `scalars`: the values of the scalar inputs, `,`- or `;`-separated: integers, floats,
+  `true`/`false`; `_` leaves one unknown (an error only if an extent needs it).
+- `resize-extents`: true (default) or false.
+
+Python: `concretize(module, input_shapes, scalar_values, resize_extents=True)` (one entry
+per input in both lists, as `evaluate_extents`) rewrites the module in place and returns the
+`ConcretizationInfo` it consumed; equal infos give identical concretized IR.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
+from xdsl.ir import Operation, OpResult, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from fuser_dialect import ops_compute as C
+from fuser_dialect import ops_factory as F
+from fuser_dialect import ops_gather as G
+from fuser_dialect import ops_layout as L
+from fuser_dialect import ops_resize as R
+from fuser_dialect import shape_rules as rules
+from fuser_dialect.extents import (
+    ConcretizationInfo,
+    ExtentError,
+    ResizeFacts,
+    RuntimeExtents,
+    evaluate_extents,
+    resized_dims,
+)
+from fuser_dialect.fusion import the_fusion, verify_fusion
+from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType
+
+DISABLE_RESIZE_EXTENTS = "concretize_resize_extents"
+"""The `_disable_options` / FUSER_DISABLE entry that turns static resize extents off."""
+
+__all__ = [
+    "ConcretizePass", "ConcretizationInfo", "concretize", "parse_cli_inputs", "resize_extents_enabled",
+]
+
+
+def resize_extents_enabled(disable_options: Sequence[str] = ()) -> bool:
+    """False when `concretize_resize_extents` is in `disable_options` or in env FUSER_DISABLE
+    (comma-separated, as NVFUSER_DISABLE)."""
+    env = [o.strip() for o in os.environ.get("FUSER_DISABLE", "").split(",")]
+    return DISABLE_RESIZE_EXTENTS not in disable_options and DISABLE_RESIZE_EXTENTS not in env
+
+
+# --- the Python entry -----------------------------------------------------------------------
+
+
+def concretize(
+    module: ModuleOp,
+    input_shapes: Sequence[Sequence[int] | None],
+    scalar_values: Sequence[int | float | bool | None],
+    resize_extents: bool = True,
+) -> ConcretizationInfo:
+    """Concretizes the module's fusion in place for these inputs; returns what it consumed.
+
+    Raises ExtentError (a ValueError) when the extents cannot run (see evaluate_extents)."""
+    f = the_fusion(module)
+    extents = evaluate_extents(f, input_shapes, scalar_values)
+    info = extents.concretization(resize_extents)
+    _Concretizer(f, extents, resize_extents).run()
+    if info.exact_gathers:
+        from passes.gather_to_take_along_axis import GatherToTakeAlongAxisPass
+
+        GatherToTakeAlongAxisPass(exact=info.exact_gathers).apply(Context(), module)
+    # Only on a cache miss: worth a full verify, so a rewrite bug never reaches code generation.
+    module.verify()
+    verify_fusion(f)
+    return info
+
+
+# --- exact mapping: which dims are guaranteed equal --------------------------------------------
+
+
+class _DimClasses:
+    """Union-find over (value, dim) pairs that are equal at run time by construction of the IR
+    and the broadcast decisions alone (never by coincidence of this run's extents: the result
+    must be the same for every run with the same ConcretizationInfo)."""
+
+    def __init__(self) -> None:
+        self.parent: dict[tuple[SSAValue, int], tuple[SSAValue, int]] = {}
+
+    def find(self, x: tuple[SSAValue, int]) -> tuple[SSAValue, int]:
+        root = x
+        while self.parent.get(root, root) != root:
+            root = self.parent[root]
+        while x != root:  # path compression
+            self.parent[x], x = root, self.parent.get(x, root)
+        return root
+
+    def union(self, a: tuple[SSAValue, int], b: tuple[SSAValue, int]) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[ra] = rb
+
+
+def _exact_pairs(op: Operation, flags: Callable[[SSAValue], tuple[bool, ...]]) -> list[tuple[SSAValue, int, SSAValue, int]]:
+    """(operand, dim, result, dim) pairs of `op` that are always equal. Broadcast dims never pair:
+    they are extent 1 and take the other side's extent."""
+    out = op.results[0] if op.results else None
+    if out is None or not isinstance(out.type, TensorType):
+        return []
+
+    def same(v: SSAValue, mapping: Sequence[tuple[int, int]]) -> list[tuple[SSAValue, int, SSAValue, int]]:
+        fv, fo = flags(v), flags(out)
+        return [(v, i, out, o) for i, o in mapping if not fv[i] and not fo[o]]
+
+    if isinstance(op, (C.UnaryOp, C.CastOp, C.BinaryOp, C.WhereOp)):
+        pairs = []
+        for v in op.operands:
+            if isinstance(v.type, TensorType):
+                pairs += same(v, [(d, d) for d in range(v.type.rank)])
+        return pairs
+    if isinstance(op, C.ReductionOp):
+        reduced, rank = set(op.reduced_dims), op.input.type.rank
+        kept = [d for d in range(rank) if d not in reduced]
+        if op.keepdim is not None:
+            return same(op.input, [(d, d) for d in kept])
+        return same(op.input, [(d, k) for k, d in enumerate(kept)])
+    if isinstance(op, L.BroadcastOp):
+        positions = [o for o, b in enumerate(op.is_broadcast_dim) if not b]
+        return same(op.input, list(enumerate(positions)))
+    if isinstance(op, L.BroadcastInDimOp):
+        return same(op.input, list(enumerate(op.dims.get_values())))
+    if isinstance(op, L.SqueezeOp):
+        squeezed = set(op.dims.get_values())
+        kept = [d for d in range(op.in_type.rank) if d not in squeezed]
+        return same(op.input, [(d, k) for k, d in enumerate(kept)])
+    if isinstance(op, L.PermuteOp):
+        return same(op.input, [(p, o) for o, p in enumerate(op.dims.get_values())])
+    if isinstance(op, (R.PadOp, R.SliceOp)):
+        resized = set(resized_dims(op))
+        return same(op.input, [(d, d) for d in range(op.input.type.rank) if d not in resized])
+    if isinstance(op, R.CatOp):
+        dim, pairs = op.dim.value.data, []
+        for v in op.inputs:
+            pairs += same(v, [(d, d) for d in range(v.type.rank) if d != dim])
+        return pairs
+    if isinstance(op, G.GatherOp):
+        return same(op.index, [(d, d) for d in range(op.index.type.rank)])
+    if isinstance(op, G.TakeAlongAxisOp):
+        rank = op.input.type.rank
+        return same(op.input, [(d, d) for d in range(rank) if d != op.axis]) + same(
+            op.index, [(d, d) for d in range(rank)])
+    if isinstance(op, G.IndexSelectOp):
+        pairs = same(op.input, [(d, d) for d in range(op.input.type.rank) if d != op.axis])
+        if op.index.type.rank == 1:
+            pairs += same(op.index, [(0, op.axis)])
+        return pairs
+    # expand (an extent-1 dim may expand without being `b`), reshape, iota, full: no pairs.
+    return []
+
+
+# --- the rewrite ---------------------------------------------------------------------------------
+
+Dims = tuple[int, ...]
+
+
+class _Concretizer:
+    def __init__(self, fusion: func.FuncOp, extents: RuntimeExtents, resize_extents: bool):
+        self.fusion = fusion
+        self.extents = extents
+        self.resize_extents = resize_extents
+        self.block = fusion.body.block
+        self.ops = [op for op in self.block.ops if not isinstance(op, func.ReturnOp)]
+        self.facts: dict[Operation, ResizeFacts] = {r.op: r for r in extents.resizes if r.op is not None}
+
+    # -- decisions (no IR is changed until `_apply`) ----------------------------------------------
+    def run(self) -> None:
+        static = self._static_dims() if self.resize_extents else {}
+        new_types: dict[SSAValue, TensorType] = {}
+        for arg in self.block.args:
+            if isinstance(arg.type, TensorType):
+                new_types[arg] = self._finish(arg, arg.type.shape, static, keep_order=True)
+        for op in self.ops:
+            out = op.results[0] if op.results else None
+            if out is None or not isinstance(out.type, TensorType):
+                continue
+            dims = _infer(op, new_types, self._static_lists(op))
+            new_types[out] = self._finish(out, dims, static, keep_order=False)
+        self._apply(new_types)
+
+    def _static_dims(self) -> dict[tuple[SSAValue, int], int]:
+        """(value, dim) -> static extent, for every dim tied to a resized dim."""
+        classes = _DimClasses()
+        flags = self.extents.broadcast_flags
+        for op in self.ops:
+            for v, i, out, o in _exact_pairs(op, flags):
+                classes.union((v, i), (out, o))
+        fixed: dict[tuple[SSAValue, int], int] = {}
+        for r in self.extents.resizes:
+            op = r.op
+            assert op is not None
+            ends = list(op.operands[:1] if not isinstance(op, R.CatOp) else op.operands) + [op.results[0]]
+            for d in r.resized_dims:
+                for v in ends:
+                    if not flags(v)[d]:
+                        fixed[classes.find((v, d))] = self.extents.shape(v)[d]
+        if not fixed:
+            return {}
+        values = [a for a in self.block.args if isinstance(a.type, TensorType)]
+        values += [op.results[0] for op in self.ops if op.results and isinstance(op.results[0].type, TensorType)]
+        static = {}
+        for v in values:
+            for d in range(v.type.rank):
+                root = classes.find((v, d))
+                if root in fixed:
+                    static[(v, d)] = fixed[root]
+        return static
+
+    def _static_lists(self, op: Operation) -> list[int] | None:
+        """The pad widths / slice bounds the shape rule sees: the run-time values of resized dims
+        when they become static, else the op's own list (DYNAMIC_ENTRY for SSA entries)."""
+        facts = self.facts.get(op)
+        if facts is None or not self.resize_extents:
+            return None
+        current = op.widths.get_values() if isinstance(op, R.PadOp) else op.bounds.get_values() if isinstance(op, R.SliceOp) else None
+        if current is None:
+            return None
+        resolved = facts.widths if isinstance(op, R.PadOp) else facts.bounds
+        new = list(current)
+        for d in facts.resized_dims:
+            new[2 * d], new[2 * d + 1] = resolved[2 * d], resolved[2 * d + 1]
+        return new
+
+    def _finish(self, value: SSAValue, dims: Dims, static: dict[tuple[SSAValue, int], int], keep_order: bool) -> TensorType:
+        """The concretized type: the shape rule's dims, with the broadcast decisions (which are
+        authoritative: a `b` where the run says broadcast, never where it says not) and, in
+        resize-extents mode, the static extents of dims tied to a resized dim."""
+        old = value.type
+        assert isinstance(old, TensorType)
+        flags, shape = self.extents.broadcast_flags(value), self.extents.shape(value)
+        new = []
+        for d, e in enumerate(dims):
+            if flags[d]:
+                e = BROADCAST
+            elif e == BROADCAST:
+                e = 1  # e.g. cat of a `b` and a non-broadcast extent-1 input
+            elif e == DYNAMIC and (value, d) in static:
+                e = static[(value, d)]
+            if e >= 0 and e != shape[d]:
+                raise ExtentError(
+                    f"concretize: internal error: {value.type} dim {d} would become {e} but is "
+                    f"{shape[d]} at run time"
+                )
+            new.append(e)
+        if tuple(new) == old.shape:
+            return old
+        return TensorType(old.element_type, new, old.order.data if keep_order else ())
+
+    # -- the rewrite ---------------------------------------------------------------------------------
+    def _apply(self, new_types: dict[SSAValue, TensorType]) -> None:
+        for arg in list(self.block.args):
+            t = new_types.get(arg)
+            if t is not None and t != arg.type:
+                Rewriter.replace_value_with_new_type(arg, t)
+        dropped: list[SSAValue] = []
+        for op in self.ops:
+            out = op.results[0] if op.results else None
+            if out is None or out not in new_types:
+                continue
+            t = new_types[out]
+            rebuilt = self._rebuild(op, t, dropped)
+            if rebuilt is not None:
+                Rewriter.insert_op(rebuilt, InsertPoint.before(op))
+                rebuilt.results[0].name_hint = out.name_hint
+                out.replace_all_uses_with(rebuilt.results[0])
+                Rewriter.erase_op(op)
+            elif t != out.type:
+                Rewriter.replace_value_with_new_type(out, t)
+        self._fold_dims(new_types)
+        _erase_dead_scalars(dropped)
+        self.fusion.update_function_type()
+
+    def _fold_dims(self, new_types: dict[SSAValue, TensorType]) -> None:
+        """`fuser.dim` of a dim that concretization made static (or broadcast) becomes a
+        constant, so no kernel takes as an argument what it was compiled for."""
+        for op in self.ops:
+            if not isinstance(op, F.DimOp) or op.parent is None:
+                continue
+            t = op.input.type
+            assert isinstance(t, TensorType)
+            if t.shape[op.axis] == DYNAMIC:
+                continue
+            extent = t.static_extent(op.axis)
+            const = arith.ConstantOp(IntegerAttr(extent, i64))
+            Rewriter.replace_op(op, const)
+
+    def _rebuild(self, op: Operation, t: TensorType, dropped: list[SSAValue]) -> Operation | None:
+        """A replacement for ops whose operands change: SSA widths/bounds made static, extent
+        operands of `?` dims made static. None when the op only changes its result type."""
+        if self.resize_extents and op in self.facts and isinstance(op, (R.PadOp, R.SliceOp)):
+            facts = self.facts[op]
+            if isinstance(op, R.PadOp):
+                mixed: list[int | SSAValue] = list(op.mixed_widths)
+                resolved = facts.widths
+            else:
+                mixed, resolved = list(op.mixed_bounds), facts.bounds
+            before = list(mixed)
+            for d in facts.resized_dims:
+                mixed[2 * d], mixed[2 * d + 1] = resolved[2 * d], resolved[2 * d + 1]
+            if mixed == before and t == op.results[0].type:
+                return None
+            dropped += [v for v in before if isinstance(v, SSAValue)]
+            if isinstance(op, R.PadOp):
+                new: Operation = R.PadOp(op.input, mixed, op.value, t)
+            else:
+                new = R.SliceOp(op.input, mixed, op.steps.get_values(), t)
+            new.attributes.update(op.attributes)
+            return new
+        if isinstance(op, (L.ExpandOp, L.ReshapeOp, F.FullOp)):
+            old = op.results[0].type
+            assert isinstance(old, TensorType)
+            it = iter(op.extents)
+            kept = []
+            for d, e in enumerate(old.shape):
+                if e != DYNAMIC:
+                    continue
+                v = next(it)
+                if t.shape[d] == DYNAMIC:
+                    kept.append(v)
+                else:
+                    dropped.append(v)
+            if len(kept) == len(op.extents):
+                return None
+            if isinstance(op, F.FullOp):
+                new = F.FullOp(kept, op.value, t)
+            else:
+                new = type(op)(op.input, kept, t)
+            new.attributes.update(op.attributes)
+            return new
+        return None
+
+
+_SCALAR_OPS = (F.DimOp, arith.ConstantOp, arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.DivSIOp,
+               arith.FloorDivSIOp, arith.CeilDivSIOp, arith.RemSIOp, arith.MaxSIOp, arith.MinSIOp,
+               arith.CmpiOp, arith.SelectOp)
+
+
+def _erase_dead_scalars(values: list[SSAValue]) -> None:
+    """Erases the scalar computations that only fed widths/bounds/extents made static."""
+    work = list(values)
+    while work:
+        v = work.pop()
+        if not isinstance(v, OpResult) or v.uses or v.op.parent is None:
+            continue
+        op = v.op
+        if not isinstance(op, _SCALAR_OPS) or any(r.uses for r in op.results):
+            continue
+        operands = list(op.operands)
+        Rewriter.erase_op(op)
+        work += operands
+
+
+# --- type inference: every op kind, from its operands' (new) types ---------------------------------
+
+
+def _infer(op: Operation, types: dict[SSAValue, TensorType], static_list: list[int] | None) -> Dims:
+    def t(v: SSAValue) -> TensorType:
+        return types[v] if v in types else v.type  # type: ignore[return-value]
+
+    name = op.name
+    if isinstance(op, (C.UnaryOp, C.CastOp)):
+        return t(op.input).shape
+    if isinstance(op, (C.BinaryOp, C.WhereOp)):
+        return rules.elementwise(name, [t(v) for v in op.operands if isinstance(v.type, TensorType)])
+    if isinstance(op, C.ReductionOp):
+        return rules.reduction(name, t(op.input), op.reduced_dims, op.keepdim is not None)
+    if isinstance(op, L.BroadcastOp):
+        return rules.broadcast(name, t(op.input), op.is_broadcast_dim)
+    if isinstance(op, L.BroadcastInDimOp):
+        return rules.broadcast_in_dim(name, t(op.input), op.out_type.rank, op.dims.get_values())
+    if isinstance(op, L.SqueezeOp):
+        return rules.squeeze(name, t(op.input), op.dims.get_values())
+    if isinstance(op, L.PermuteOp):
+        return rules.permute(name, t(op.input), op.dims.get_values())
+    if isinstance(op, L.ExpandOp):
+        return rules.expand(name, t(op.input), op.out_type.shape)
+    if isinstance(op, L.ReshapeOp):
+        return rules.reshape(name, t(op.input), op.out_type.shape)
+    if isinstance(op, R.PadOp):
+        return rules.pad(name, t(op.input), static_list or op.widths.get_values())
+    if isinstance(op, R.SliceOp):
+        return rules.slice_(name, t(op.input), static_list or op.bounds.get_values(), op.steps.get_values())
+    if isinstance(op, R.CatOp):
+        return rules.cat(name, [t(v) for v in op.inputs], op.dim.value.data)
+    if isinstance(op, G.GatherOp):
+        return rules.gather(name, t(op.input), t(op.index), op.axis)
+    if isinstance(op, G.TakeAlongAxisOp):
+        return rules.take_along_axis(name, t(op.input), t(op.index), op.axis)
+    if isinstance(op, G.IndexSelectOp):
+        return rules.index_select(name, t(op.input), t(op.index), op.axis)
+    if isinstance(op, (F.IotaOp, F.FullOp)):
+        result = op.results[0].type
+        assert isinstance(result, TensorType)
+        return result.shape
+    raise ExtentError(f"concretize: no shape rule for {name}; cannot re-infer its result type")
+
+
+# --- the pass ---------------------------------------------------------------------------------------
+
+_SCALAR_TEXT = re.compile(r"^(?:true|false|_|[-+]?\d+|[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)$")
+
+
+def parse_cli_inputs(
+    fusion: func.FuncOp, extents: str | None, scalars: str | None
+) -> tuple[list[tuple[int, ...] | None], list[int | float | bool | None]]:
+    """(input_shapes, scalar_values) for `concretize` from the pass options' text."""
+    args = list(fusion.body.block.args)
+    tensors = [a for a in args if isinstance(a.type, TensorType)]
+    others = [a for a in args if not isinstance(a.type, TensorType)]
+    if extents is None:
+        dynamic = [f"input {a.index} ({a.type.describe()})" for a in tensors if DYNAMIC in a.type.shape]
+        if dynamic:
+            raise ValueError(
+                f"concretize: {', '.join(dynamic)} {'has' if len(dynamic) == 1 else 'have'} dynamic "
+                "extents; give the shape of every tensor "
+                'input with extents="AxB;C" (one `;`-separated entry per tensor input, in order)'
+            )
+        shapes = [tuple(1 if e == BROADCAST else e for e in a.type.shape) for a in tensors]
+    else:
+        entries = extents.split(";")
+        if len(entries) != len(tensors):
+            raise ValueError(
+                f"concretize: extents=\"{extents}\" gives {len(entries)} shape(s) but the fusion has "
+                f"{len(tensors)} tensor input(s) ({', '.join(a.type.describe() for a in tensors)})"
+            )
+        shapes = []
+        for a, text in zip(tensors, entries):
+            parts = text.strip().split("x") if text.strip() else []
+            if not all(p.strip().isdigit() for p in parts):
+                raise ValueError(
+                    f"concretize: extents entry \"{text}\" for input {a.index} is not `x`-separated "
+                    "non-negative integers (e.g. 8x3x2)"
+                )
+            shapes.append(tuple(int(p) for p in parts))
+    values: list[int | float | bool | None] = [None] * len(others)
+    if scalars is not None:
+        entries = [s.strip() for s in re.split(r"[,;]", scalars)] if scalars.strip() else []
+        if len(entries) != len(others):
+            raise ValueError(
+                f"concretize: scalars=\"{scalars}\" gives {len(entries)} value(s) but the fusion has "
+                f"{len(others)} scalar input(s)"
+            )
+        for k, text in enumerate(entries):
+            if not _SCALAR_TEXT.match(text):
+                raise ValueError(f"concretize: scalar value \"{text}\" is not an integer, float, true, false or _")
+            values[k] = (None if text == "_" else text == "true" if text in ("true", "false")
+                         else int(text) if re.fullmatch(r"[-+]?\d+", text) else float(text))
+    it_shapes, it_values = iter(shapes), iter(values)
+    input_shapes = [next(it_shapes) if isinstance(a.type, TensorType) else None for a in args]
+    scalar_values = [None if isinstance(a.type, TensorType) else next(it_values) for a in args]
+    return input_shapes, scalar_values
+
+
+@dataclass(frozen=True)
+class ConcretizePass(ModulePass):
+    """Specialises dynamic extents for concrete inputs (see the module docstring)."""
+
+    name = "concretize"
+
+    extents: str | None = None
+    scalars: str | None = None
+    resize_extents: bool = True
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        f = the_fusion(op)
+        shapes, values = parse_cli_inputs(f, self.extents, self.scalars)
+        concretize(op, shapes, values, self.resize_extents and resize_extents_enabled())
