@@ -713,11 +713,12 @@ def _plan_pad(op: R.PadOp, plan: ExtentPlan) -> Step:
         shape_out, flags = list(shape), list(B[x])
         for d in resized:
             e, left, right = shape[d], widths[2 * d], widths[2 * d + 1]
-            cropped = max(-left, 0) + max(-right, 0)
-            if cropped > e:
+            # out[i] = x[i - left] where in range, else the pad value (a crop on one side may
+            # eat into the other side's padding): only a negative result extent is invalid.
+            if e + left + right < 0:
                 raise ExtentError(
-                    f"{op.name}: dim {d} of extent {e} padded by ({left}, {right}) at run time crops "
-                    f"{cropped} elements, more than it has"
+                    f"{op.name}: dim {d} of extent {e} padded by ({left}, {right}) at run time has "
+                    f"negative extent {e + left + right}"
                 )
             shape_out[d] = e + left + right
             flags[d] = shape_out[d] == 1

@@ -24,13 +24,15 @@ from fuser_dialect import ops_factory as F
 from fuser_dialect import ops_gather as G
 from fuser_dialect import ops_layout as L
 from fuser_dialect import ops_resize as R
+from fuser_dialect.extents import ExtentError, evaluate_extents, runtime_arguments
 from fuser_dialect.inputs import check_inputs
 from fuser_dialect.shape_rules import normalize_slice_bound
 from fuser_dialect.types import BROADCAST, DYNAMIC_ENTRY, TensorType, dtype_name, numpy_dtype
 
 
-class InterpreterError(ValueError):
-    """A run-time violation (mismatched extents, index out of range) found while interpreting."""
+class InterpreterError(ExtentError):
+    """A run-time violation found while interpreting (mismatched extents, an index out of
+    range). Extent errors raised before interpreting are `ExtentError`, its base class."""
 
 
 Value = np.ndarray | np.generic
@@ -124,22 +126,6 @@ BINARY: dict[C.BinaryKind, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 }
 
 
-def check_runtime_extents(op: Operation, operands: Sequence[tuple[SSAValue, Value]]) -> None:
-    """Non-broadcast dims of elementwise operands must have equal extents at run time."""
-    extents: dict[int, int] = {}
-    for value, array in operands:
-        if not isinstance(value.type, TensorType):
-            continue
-        for d, e in enumerate(array.shape):
-            if value.type.shape[d] == BROADCAST:
-                continue
-            if extents.setdefault(d, e) != e:
-                raise InterpreterError(
-                    f"{op.name}: dim {d} has extents {extents[d]} and {e} at run time; "
-                    "they must match (only broadcast dims broadcast)"
-                )
-
-
 def cast_array(x: Value, dtype: str) -> np.ndarray:
     """Casts with the device's semantics: float->bool is `!= 0`, rounding is to nearest even."""
     target = numpy_dtype(dtype)
@@ -160,6 +146,10 @@ class ReferenceInterpreter:
 
     def run(self, inputs: Sequence[object]) -> list[Value]:
         args = check_inputs(self.fusion, inputs)
+        # Extents agree at run time, with nvFuser's broadcast rule: a declared `b` dim, or a
+        # resized (pad/slice/cat) dim of extent 1, broadcasts; any other mismatch is an error.
+        # Past this check numpy's own broadcasting computes exactly that rule.
+        evaluate_extents(self.fusion, *runtime_arguments(self.fusion, args))
         env: dict[SSAValue, Value] = dict(zip(self.fusion.body.block.args, args))
         for op in self.fusion.body.block.ops:
             if isinstance(op, func.ReturnOp):
@@ -193,14 +183,12 @@ def _as_compute(value: SSAValue, x: Value, dtype: str) -> np.ndarray:
 
 
 def _binary(op: C.BinaryOp, args: list[Value]) -> Value:
-    check_runtime_extents(op, list(zip(op.operands, args)))
     dtype = next(_dtype_of(v) for v in op.operands if isinstance(v.type, TensorType))
     a, b = (_as_compute(v, x, dtype) for v, x in zip(op.operands, args))
     return cast_array(BINARY[op.op_kind](a, b), _out_dtype(op))
 
 
 def _where(op: C.WhereOp, args: list[Value]) -> Value:
-    check_runtime_extents(op, list(zip(op.operands, args)))
     dtype = _out_dtype(op)
     cond = np.asarray(args[0]).astype(bool)
     a, b = (_as_compute(v, x, dtype) for v, x in zip(op.operands[1:], args[1:]))
