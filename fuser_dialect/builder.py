@@ -34,7 +34,9 @@ class Scalar:
     def dtype(self) -> str:
         return dtype_name(self.value.type)
 
-    def _arith(self, other: object, int_op: type[Operation], float_op: type[Operation] | None, reverse=False) -> Scalar:
+    def _arith(self, other: object, int_op: type[Operation], float_op: type[Operation] | None, reverse=False):
+        if isinstance(other, Tensor):
+            return NotImplemented  # scalar (op) tensor is a tensor op: Tensor's reflected method
         rhs = self.fd._scalar(other, self.value.type)
         lhs, rhs = (rhs, self) if reverse else (self, rhs)
         is_int = self.dtype in ("i64", "i32")
@@ -210,9 +212,11 @@ class FusionDefinition:
         self.block.add_op(func.ReturnOp(*[v for v, _ in self._outputs]))
         inputs = [a.type for a in self.block.args]
         outputs = [v.type for v, _ in self._outputs]
-        res_attrs = ArrayAttr([
-            DictionaryAttr({REQUIRED_ORDER: _order_attr(o)} if o is not None else {}) for _, o in self._outputs
-        ])
+        res_attrs = None  # none at all rather than all-empty: prints (and re-parses) the same
+        if any(o is not None for _, o in self._outputs):
+            res_attrs = ArrayAttr([
+                DictionaryAttr({REQUIRED_ORDER: _order_attr(o)} if o is not None else {}) for _, o in self._outputs
+            ])
         f = func.FuncOp(self.name, (inputs, outputs), Region(self.block), res_attrs=res_attrs)
         self._module = ModuleOp([f])
         self._module.verify()

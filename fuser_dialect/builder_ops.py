@@ -30,7 +30,7 @@ from fuser_dialect.ops_factory import DimOp, FullOp, IotaOp
 from fuser_dialect.ops_gather import GatherOp, IndexSelectOp, TakeAlongAxisOp
 from fuser_dialect.ops_layout import BroadcastInDimOp, BroadcastOp, ExpandOp, PermuteOp, ReshapeOp, SqueezeOp
 from fuser_dialect.ops_resize import CatOp, PadOp, SliceOp
-from fuser_dialect.types import BROADCAST, DYNAMIC, DataType, TensorType
+from fuser_dialect.types import BROADCAST, DYNAMIC, DYNAMIC_ENTRY, DataType, TensorType
 
 _FLOAT_RANK = {"bf16": 1, "f16": 1, "f32": 2, "f64": 3}
 _INT_RANK = {"i1": 0, "i32": 1, "i64": 2}
@@ -281,7 +281,7 @@ class Ops:
             d = arg.ndim - 1 - k
             widths[2 * d] = self._int(pad_widths[2 * k])
             widths[2 * d + 1] = self._int(pad_widths[2 * k + 1])
-        static = [DYNAMIC if isinstance(w, SSAValue) else w for w in widths]
+        static = [DYNAMIC_ENTRY if isinstance(w, SSAValue) else w for w in widths]
         dims = rules.pad("fuser.pad", arg.type, static)
         fill = self.fd._scalar(0 if value is None else value, Float64Type() if arg.type.dtype in _FLOAT_RANK else i64 if arg.type.dtype != "i1" else i1)
         return self._emit(PadOp(arg.value, widths, fill.value, TensorType(arg.type.dtype, dims)))
@@ -298,7 +298,7 @@ class Ops:
         bounds: list[int | SSAValue] = []
         for s, e in zip(start_indices, end_indices):
             bounds += [self._int(s), self._int(e)]
-        static = [DYNAMIC if isinstance(b, SSAValue) else b for b in bounds]
+        static = [DYNAMIC_ENTRY if isinstance(b, SSAValue) else b for b in bounds]
         dims = rules.slice_("fuser.slice", arg.type, static, strides)
         return self._emit(SliceOp(arg.value, bounds, strides, TensorType(arg.type.dtype, dims)))
 

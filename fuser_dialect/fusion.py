@@ -75,6 +75,18 @@ def set_output_order(f: func.FuncOp, i: int, order: Sequence[int] | None, requir
 def verify_fusion(f: func.FuncOp) -> None:
     """Checks the fusion-level rules that no single op can: output layouts."""
     for i, t in enumerate(f.function_type.outputs.data):
+        attrs = _result_attrs(f, i)
+        for key in (REQUIRED_ORDER, HINT_ORDER):
+            value = attrs.get(key)
+            if value is not None and not (isinstance(value, DenseArrayBase) and value.elt_type == i64):
+                raise VerifyException(
+                    f"fusion @{f.sym_name.data}: {key} of output {i} must be an array<i64: ...>, got {value}"
+                )
+        if REQUIRED_ORDER in attrs and HINT_ORDER in attrs:
+            raise VerifyException(
+                f"fusion @{f.sym_name.data}: output {i} has both a required ({REQUIRED_ORDER}) and a "
+                f"hinted ({HINT_ORDER}) stride order; a requirement leaves no room for a hint"
+            )
         order, required = output_order(f, i)
         if order is None:
             continue

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import DenseArrayBase, i64
@@ -11,7 +12,7 @@ from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
-from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType, format_dims
+from fuser_dialect.types import BROADCAST, DYNAMIC, DYNAMIC_ENTRY, TensorType, format_dims
 
 
 def tensor_type(op: Operation, value: SSAValue, what: str) -> TensorType:
@@ -25,23 +26,25 @@ def _compatible(inferred: int, declared: int) -> bool:
     return inferred == declared or inferred == DYNAMIC or {inferred, declared} <= {1, BROADCAST}
 
 
-def check_result(op: Operation, dims: Sequence[int], dtype: str) -> None:
-    """The declared result type must agree with what the op's shape rule inferred."""
+def check_result(op: Operation, dims: Sequence[int], dtype: str, label: str | None = None) -> None:
+    """The declared result type must agree with what the op's shape rule inferred.
+    `label` names the op in messages (default: its name; e.g. "fuser.binary add")."""
+    name = label or op.name
     result = op.results[0].type
     assert isinstance(result, TensorType)
     if result.stride_order is not None:
-        raise VerifyException(f"{op.name}: only fusion inputs carry a layout; the result has order {list(result.stride_order)}")
+        raise VerifyException(f"{name}: only fusion inputs carry a layout; the result has order {list(result.stride_order)}")
     if result.dtype != dtype:
-        raise VerifyException(f"{op.name}: result dtype is {result.dtype}, expected {dtype}")
+        raise VerifyException(f"{name}: result dtype is {result.dtype}, expected {dtype}")
     if len(dims) != result.rank:
         raise VerifyException(
-            f"{op.name}: result has rank {result.rank} ({format_dims(result.shape)}), "
+            f"{name}: result has rank {result.rank} ({format_dims(result.shape)}), "
             f"expected rank {len(dims)} ({format_dims(dims)})"
         )
     for i, (inferred, declared) in enumerate(zip(dims, result.shape)):
         if not _compatible(inferred, declared):
             raise VerifyException(
-                f"{op.name}: result dim {i} is {format_dims([declared])[1:-1]}, expected "
+                f"{name}: result dim {i} is {format_dims([declared])[1:-1]}, expected "
                 f"{format_dims([inferred])[1:-1]} (result {format_dims(result.shape)}, "
                 f"inferred {format_dims(dims)})"
             )
@@ -49,16 +52,16 @@ def check_result(op: Operation, dims: Sequence[int], dtype: str) -> None:
 
 def mixed_values(static: DenseArrayBase, dynamic: Sequence[SSAValue]) -> list[int | SSAValue]:
     it = iter(dynamic)
-    return [next(it) if v == DYNAMIC else v for v in static.get_values()]
+    return [next(it) if v == DYNAMIC_ENTRY else v for v in static.get_values()]
 
 
 def split_mixed(values: Sequence[int | SSAValue]) -> tuple[DenseArrayBase, list[SSAValue]]:
-    static = [DYNAMIC if isinstance(v, SSAValue) else int(v) for v in values]
+    static = [DYNAMIC_ENTRY if isinstance(v, SSAValue) else int(v) for v in values]
     return DenseArrayBase.from_list(i64, static), [v for v in values if isinstance(v, SSAValue)]
 
 
 def check_mixed(op: Operation, static: DenseArrayBase, dynamic: Sequence[SSAValue], what: str) -> None:
-    n = sum(1 for v in static.get_values() if v == DYNAMIC)
+    n = sum(1 for v in static.get_values() if v == DYNAMIC_ENTRY)
     if n != len(dynamic):
         raise VerifyException(f"{op.name}: {what} has {n} dynamic entries but {len(dynamic)} SSA values")
 
@@ -80,7 +83,25 @@ def print_mixed_pairs(printer: Printer, values: Sequence[int | SSAValue], sep: s
     printer.print_string("]")
 
 
+_STATIC_LIST = re.compile(r"\[([-\d\s:,]*)\]")
+
+
 def parse_mixed_pairs(parser: Parser, group: int, sep: str) -> list[int | UnresolvedOperand]:
+    # Fast path: an all-static list (the common case once concretized) is read from the
+    # raw text in one regex match instead of token by token.
+    start = parser.pos
+    match = _STATIC_LIST.match(parser.lexer.input.content, start)
+    if match is not None:
+        groups = [g.split(sep) for g in match.group(1).split(",")] if match.group(1).strip() else []
+        try:
+            values = [int(v) for g in groups for v in g]
+        except ValueError:
+            values = None  # e.g. `1:` or `::`: let the token path report it
+        if values is not None and all(len(g) == group for g in groups):
+            parser.lexer.pos = match.end()
+            parser._parser_state.current_token = parser.lexer.lex()  # pyright: ignore[reportPrivateUsage]
+            return values  # pyright: ignore[reportReturnType]
+
     def parse_item() -> int | UnresolvedOperand:
         operand = parser.parse_optional_unresolved_operand()
         return operand if operand is not None else parser.parse_integer()

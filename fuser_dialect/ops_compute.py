@@ -9,7 +9,8 @@ from __future__ import annotations
 from enum import auto
 
 from xdsl.dialects.builtin import DenseArrayBase, UnitAttr, i64
-from xdsl.ir import EnumAttribute, SpacedOpaqueSyntaxAttribute, SSAValue
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import SpacedOpaqueSyntaxAttribute, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_attr_definition,
@@ -25,6 +26,7 @@ from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
 from fuser_dialect import shape_rules as rules
+from fuser_dialect.canonicalization import CastCanonicalization
 from fuser_dialect.op_base import check_result, tensor_type
 from fuser_dialect.types import FLOAT_DTYPES, TensorType, dtype_name, is_scalar_type
 
@@ -117,8 +119,11 @@ class ReductionKindAttr(EnumAttribute[ReductionKind], SpacedOpaqueSyntaxAttribut
 
 
 def _dtype(value: SSAValue) -> str:
+    """'f32', 'i1', ... of a tensor or scalar; the type itself when it has no fuser dtype."""
     t = value.type
-    return t.dtype if isinstance(t, TensorType) else dtype_name(t)
+    if isinstance(t, TensorType):
+        return t.dtype
+    return dtype_name(t) if is_scalar_type(t) else str(t)
 
 
 def _tensor_operands(op: IRDLOperation, operands: list[tuple[str, SSAValue]]) -> list[TensorType]:
@@ -153,7 +158,7 @@ class UnaryOp(IRDLOperation):
         t = tensor_type(self, self.input, "input")
         if self.op_kind in FLOAT_ONLY_UNARY and t.dtype not in FLOAT_DTYPES:
             raise VerifyException(f"{self.name} {self.op_kind}: needs a floating-point input, got {t.dtype}")
-        check_result(self, t.shape, "i1" if self.op_kind in BOOL_RESULT_UNARY else t.dtype)
+        check_result(self, t.shape, "i1" if self.op_kind in BOOL_RESULT_UNARY else t.dtype, f"{self.name} {self.op_kind}")
 
 
 @irdl_op_definition
@@ -183,7 +188,7 @@ class BinaryOp(IRDLOperation):
             )
         dims = rules.elementwise(f"{self.name} {self.op_kind}", tensors)
         dtype = "i1" if self.op_kind in BOOL_RESULT_BINARY else tensors[0].dtype
-        check_result(self, dims, dtype)
+        check_result(self, dims, dtype, f"{self.name} {self.op_kind}")
 
 
 @irdl_op_definition
@@ -204,13 +209,15 @@ class WhereOp(IRDLOperation):
         super().__init__(operands=[cond, lhs, rhs], result_types=[result_type])
 
     def verify_(self) -> None:
+        tensors = _tensor_operands(self, [("condition", self.cond), ("lhs", self.lhs), ("rhs", self.rhs)])
         if _dtype(self.cond) != "i1":
             raise VerifyException(f"{self.name}: condition must have dtype i1, got {_dtype(self.cond)}")
-        tensors = _tensor_operands(self, [("condition", self.cond), ("lhs", self.lhs), ("rhs", self.rhs)])
         value_tensors = [v.type for v in (self.lhs, self.rhs) if isinstance(v.type, TensorType)]
         dtypes = {t.dtype for t in value_tensors}
         if len(dtypes) > 1:
-            raise VerifyException(f"{self.name}: values have dtypes {_dtype(self.lhs)} and {_dtype(self.rhs)}")
+            raise VerifyException(
+                f"{self.name}: values have dtypes {_dtype(self.lhs)} and {_dtype(self.rhs)}; cast one of them first"
+            )
         dtype = value_tensors[0].dtype if value_tensors else self.result.type.dtype
         dims = rules.elementwise(self.name, tensors)
         check_result(self, dims, dtype)
@@ -221,7 +228,7 @@ class CastOp(IRDLOperation):
     name = "fuser.cast"
     input = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), CastCanonicalization())
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
     def __init__(self, input: SSAValue, result_type: TensorType):
@@ -263,5 +270,6 @@ class ReductionOp(IRDLOperation):
 
     def verify_(self) -> None:
         t = tensor_type(self, self.input, "input")
-        dims = rules.reduction(f"{self.name} {self.op_kind}", t, self.reduced_dims, self.keepdim is not None)
-        check_result(self, dims, t.dtype)
+        label = f"{self.name} {self.op_kind}"
+        dims = rules.reduction(label, t, self.reduced_dims, self.keepdim is not None)
+        check_result(self, dims, t.dtype, label)

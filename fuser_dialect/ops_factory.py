@@ -8,6 +8,7 @@ from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def, 
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from fuser_dialect.canonicalization import DimCanonicalization
 from fuser_dialect.op_base import tensor_type
 from fuser_dialect.types import DYNAMIC, TensorType, is_scalar_type
 
@@ -20,7 +21,7 @@ class DimOp(IRDLOperation):
     input = operand_def(TensorType)
     dim = prop_def(IntegerAttr[I64])
     result = result_def(i64)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), DimCanonicalization())
     assembly_format = "$input `,` $dim attr-dict `:` type($input)"
 
     def __init__(self, input: SSAValue, dim: int):
@@ -78,6 +79,9 @@ class FullOp(IRDLOperation):
         t = tensor_type(self, self.result, "result")
         n = t.shape.count(DYNAMIC)
         if n != len(self.extents):
-            raise VerifyException(f"{self.name}: result {t.describe()} has {n} dynamic extents but {len(self.extents)} extent operands were given")
+            raise VerifyException(
+                f"{self.name}: result {t.describe()} has {n} dynamic extent(s) but "
+                f"{len(self.extents)} extent operand(s) were given (one per `?`)"
+            )
         if not is_scalar_type(self.value.type):
             raise VerifyException(f"{self.name}: fill value must be a scalar, got {self.value.type}")

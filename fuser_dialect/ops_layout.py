@@ -10,8 +10,14 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from fuser_dialect import shape_rules as rules
+from fuser_dialect.canonicalization import (
+    BroadcastInDimCanonicalization,
+    NoDimsCanonicalization,
+    PermuteCanonicalization,
+    SameDimsCanonicalization,
+)
 from fuser_dialect.op_base import check_result, tensor_type
-from fuser_dialect.types import DYNAMIC, TensorType
+from fuser_dialect.types import DYNAMIC, TensorType, format_dims
 
 _TYPES = "attr-dict `:` type($input) `->` type($result)"
 
@@ -22,7 +28,8 @@ def _check_dynamic_extents(op: IRDLOperation, extents) -> None:
     n = result.shape.count(DYNAMIC)
     if n != len(extents):
         raise VerifyException(
-            f"{op.name}: result has {n} dynamic extents but {len(extents)} extent operands were given"
+            f"{op.name}: result {format_dims(result.shape)} has {n} dynamic extent(s) but "
+            f"{len(extents)} extent operand(s) were given (one per `?`)"
         )
 
 
@@ -46,6 +53,7 @@ class BroadcastOp(_Unary):
 
     name = "fuser.broadcast"
     dims = prop_def(DenseArrayBase.constr(i64))
+    traits = traits_def(Pure(), NoDimsCanonicalization())
     assembly_format = "$input `dims` $dims " + _TYPES
 
     def __init__(self, input: SSAValue, new_dims: list[int], result_type: TensorType):
@@ -59,9 +67,18 @@ class BroadcastOp(_Unary):
 
     def verify_(self) -> None:
         rank = self.out_type.rank
-        bad = [d for d in self.dims.get_values() if not 0 <= d < rank]
+        new = self.dims.get_values()
+        bad = [d for d in new if not 0 <= d < rank]
         if bad:
             raise VerifyException(f"{self.name}: broadcast dim {bad[0]} is out of range for the rank-{rank} result")
+        if len(set(new)) != len(new):
+            raise VerifyException(f"{self.name}: broadcast dims {list(new)} contain duplicates")
+        if rank - len(new) != self.in_type.rank:
+            raise VerifyException(
+                f"{self.name}: a rank-{rank} result with broadcast dims {list(new)} keeps "
+                f"{rank - len(new)} input dim(s), but the input {format_dims(self.in_type.shape)} "
+                f"has rank {self.in_type.rank}"
+            )
         dims = rules.broadcast(self.name, self.in_type, self.is_broadcast_dim)
         check_result(self, dims, self.in_type.dtype)
 
@@ -72,6 +89,7 @@ class BroadcastInDimOp(_Unary):
 
     name = "fuser.broadcast_in_dim"
     dims = prop_def(DenseArrayBase.constr(i64))
+    traits = traits_def(Pure(), BroadcastInDimCanonicalization())
     assembly_format = "$input `dims` $dims " + _TYPES
 
     def __init__(self, input: SSAValue, broadcast_dims: list[int], result_type: TensorType):
@@ -87,6 +105,7 @@ class BroadcastInDimOp(_Unary):
 class SqueezeOp(_Unary):
     name = "fuser.squeeze"
     dims = prop_def(DenseArrayBase.constr(i64))
+    traits = traits_def(Pure(), NoDimsCanonicalization())
     assembly_format = "$input `dims` $dims " + _TYPES
 
     def __init__(self, input: SSAValue, dims: list[int], result_type: TensorType):
@@ -104,6 +123,7 @@ class PermuteOp(_Unary):
 
     name = "fuser.permute"
     dims = prop_def(DenseArrayBase.constr(i64))
+    traits = traits_def(Pure(), PermuteCanonicalization())
     assembly_format = "$input `dims` $dims " + _TYPES
 
     def __init__(self, input: SSAValue, dims: list[int], result_type: TensorType):
@@ -116,7 +136,11 @@ class PermuteOp(_Unary):
 
 
 class _WithExtents(_Unary):
+    # IRDL orders operands subclass-first: restate `input` here so that it stays operand 0
+    # (before the variadic extents), as __init__, the interpreter and passes expect.
+    input = operand_def(TensorType)
     extents = var_operand_def(i64)
+    traits = traits_def(Pure(), SameDimsCanonicalization())
     assembly_format = "$input (`(` $extents^ `)`)? " + _TYPES
 
     def __init__(self, input: SSAValue, extents: list[SSAValue], result_type: TensorType):

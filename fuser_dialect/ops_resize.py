@@ -24,6 +24,7 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 
 from fuser_dialect import shape_rules as rules
+from fuser_dialect.canonicalization import PadCanonicalization, SliceCanonicalization
 from fuser_dialect.op_base import (
     check_mixed,
     check_result,
@@ -59,7 +60,7 @@ class PadOp(IRDLOperation):
     value = operand_def()
     widths = prop_def(DenseArrayBase.constr(i64))
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), PadCanonicalization())
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     def __init__(self, input: SSAValue, widths: Sequence[int | SSAValue], value: SSAValue, result_type: TensorType):
@@ -125,7 +126,7 @@ class SliceOp(IRDLOperation):
     bounds = prop_def(DenseArrayBase.constr(i64))
     steps = prop_def(DenseArrayBase.constr(i64))
     result = result_def(TensorType)
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), SliceCanonicalization())
 
     def __init__(self, input: SSAValue, bounds: Sequence[int | SSAValue], steps: Sequence[int], result_type: TensorType):
         static, dynamic = split_mixed(bounds)
@@ -157,7 +158,9 @@ class SliceOp(IRDLOperation):
     @classmethod
     def parse(cls, parser: Parser) -> SliceOp:
         input = parser.parse_unresolved_operand()
+        list_start = parser.pos
         triples = parse_mixed_pairs(parser, 3, ":")
+        list_end = parser.pos
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         in_type = parser.parse_type()
@@ -166,7 +169,7 @@ class SliceOp(IRDLOperation):
         bounds = [v for k, v in enumerate(triples) if k % 3 != 2]
         steps = triples[2::3]
         if not all(isinstance(s, int) for s in steps):
-            parser.raise_error("fuser.slice: steps must be static integers")
+            parser.raise_error("fuser.slice: steps must be static integers", list_start, list_end)
         op = cls(parser.resolve_operand(input, in_type), _resolve_mixed(parser, bounds), steps, out_type)  # type: ignore[arg-type]
         op.attributes.update(attrs)
         return op

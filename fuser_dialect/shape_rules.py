@@ -11,21 +11,22 @@ from collections.abc import Sequence
 
 from xdsl.utils.exceptions import VerifyException
 
-from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType, format_dims
+from fuser_dialect.types import BROADCAST, DYNAMIC, DYNAMIC_ENTRY, TensorType, format_dims
 
 
-class ShapeError(VerifyException):
-    pass
+class ShapeError(VerifyException, ValueError):
+    """A verifier error (VerifyException) and, from the builder, a ValueError like every
+    other bad argument of `fd.ops`."""
 
 
 def _extent(d: int) -> str:
     return "?" if d == DYNAMIC else "1 (broadcast)" if d == BROADCAST else str(d)
 
 
-def _check_dims(op: str, dims: Sequence[int], rank: int, what: str = "dim") -> None:
+def _check_dims(op: str, dims: Sequence[int], t: TensorType, what: str = "dim") -> None:
     for d in dims:
-        if not 0 <= d < rank:
-            raise ShapeError(f"{op}: {what} {d} is out of range for a tensor of rank {rank}")
+        if not 0 <= d < t.rank:
+            raise ShapeError(f"{op}: {what} {d} is out of range for the input {format_dims(t.shape)} (rank {t.rank})")
     if len(set(dims)) != len(dims):
         raise ShapeError(f"{op}: {what}s {list(dims)} contain duplicates")
 
@@ -69,12 +70,14 @@ def broadcast(op: str, t: TensorType, is_broadcast_dim: Sequence[bool]) -> tuple
 def broadcast_in_dim(op: str, t: TensorType, out_rank: int, broadcast_dims: Sequence[int]) -> tuple[int, ...]:
     if len(broadcast_dims) != t.rank:
         raise ShapeError(
-            f"{op}: broadcast_dims {list(broadcast_dims)} has {len(broadcast_dims)} entries "
-            f"but the input {format_dims(t.shape)} has rank {t.rank}"
+            f"{op}: broadcast_dims {list(broadcast_dims)} maps {len(broadcast_dims)} input dim(s) "
+            f"but the input {format_dims(t.shape)} has rank {t.rank} (one entry per input dim)"
         )
-    _check_dims(op, broadcast_dims, out_rank, "broadcast dim")
-    if list(broadcast_dims) != sorted(broadcast_dims):
-        raise ShapeError(f"{op}: broadcast_dims {list(broadcast_dims)} must be increasing")
+    for d in broadcast_dims:
+        if not 0 <= d < out_rank:
+            raise ShapeError(f"{op}: broadcast dim {d} is out of range for the rank-{out_rank} result")
+    if any(a >= b for a, b in zip(broadcast_dims, broadcast_dims[1:])):
+        raise ShapeError(f"{op}: broadcast_dims {list(broadcast_dims)} must be strictly increasing")
     dims = [BROADCAST] * out_rank
     for i, o in enumerate(broadcast_dims):
         dims[o] = t.shape[i]
@@ -82,7 +85,7 @@ def broadcast_in_dim(op: str, t: TensorType, out_rank: int, broadcast_dims: Sequ
 
 
 def squeeze(op: str, t: TensorType, dims: Sequence[int]) -> tuple[int, ...]:
-    _check_dims(op, dims, t.rank)
+    _check_dims(op, dims, t)
     for d in dims:
         if t.shape[d] not in (BROADCAST, 1):
             raise ShapeError(
@@ -129,14 +132,15 @@ def permute(op: str, t: TensorType, perm: Sequence[int]) -> tuple[int, ...]:
 
 
 def resize_extent(extent: int, left: int, right: int) -> int:
-    """Output extent of a pad/slice along one dim (DYNAMIC when anything is dynamic)."""
-    if DYNAMIC in (extent, left, right):
+    """Output extent of a pad along one dim (DYNAMIC when the extent or a width is dynamic;
+    an SSA width is DYNAMIC_ENTRY)."""
+    if extent == DYNAMIC or DYNAMIC_ENTRY in (left, right):
         return DYNAMIC
     return (1 if extent == BROADCAST else extent) + left + right
 
 
 def pad(op: str, t: TensorType, widths: Sequence[int]) -> tuple[int, ...]:
-    """`widths` is [left0, right0, left1, right1, ...] in dim order (DYNAMIC for SSA widths)."""
+    """`widths` is [left0, right0, left1, right1, ...] in dim order (DYNAMIC_ENTRY for SSA widths)."""
     if len(widths) != 2 * t.rank:
         raise ShapeError(
             f"{op}: {len(widths)} pad widths given for a tensor of rank {t.rank} "
@@ -149,7 +153,8 @@ def pad(op: str, t: TensorType, widths: Sequence[int]) -> tuple[int, ...]:
             dims.append(BROADCAST)
             continue
         e = resize_extent(t.shape[i], left, right)
-        if e != DYNAMIC and e < 0:
+        # Test the static case itself: a computed extent of -1 would read as DYNAMIC.
+        if t.shape[i] != DYNAMIC and DYNAMIC_ENTRY not in (left, right) and e < 0:
             raise ShapeError(
                 f"{op}: dim {i} of extent {_extent(t.shape[i])} padded by ({left}, {right}) "
                 f"has negative extent {e}"
@@ -172,7 +177,7 @@ def slice_extent(start: int, stop: int, step: int, extent: int) -> int:
 
 
 def slice_(op: str, t: TensorType, bounds: Sequence[int], steps: Sequence[int]) -> tuple[int, ...]:
-    """`bounds` is [start0, stop0, start1, stop1, ...] (DYNAMIC for SSA bounds)."""
+    """`bounds` is [start0, stop0, start1, stop1, ...] (DYNAMIC_ENTRY for SSA bounds)."""
     if len(bounds) != 2 * t.rank or len(steps) != t.rank:
         raise ShapeError(
             f"{op}: {len(bounds) // 2} start/stop pairs and {len(steps)} steps given "
@@ -183,7 +188,7 @@ def slice_(op: str, t: TensorType, bounds: Sequence[int], steps: Sequence[int]) 
         start, stop, step = bounds[2 * i], bounds[2 * i + 1], steps[i]
         if step < 1:
             raise ShapeError(f"{op}: dim {i} has step {step}; steps must be positive")
-        if DYNAMIC in (e, start, stop):
+        if e == DYNAMIC or DYNAMIC_ENTRY in (start, stop):
             dims.append(DYNAMIC)
         else:
             n = slice_extent(start, stop, step, 1 if e == BROADCAST else e)
@@ -195,7 +200,8 @@ def cat(op: str, types: Sequence[TensorType], dim: int) -> tuple[int, ...]:
     if not types:
         raise ShapeError(f"{op}: needs at least one input")
     rank = types[0].rank
-    _check_dims(op, [dim], rank)
+    if not 0 <= dim < rank:
+        raise ShapeError(f"{op}: cat dim {dim} is out of range for inputs of rank {rank}")
     for k, t in enumerate(types):
         if t.rank != rank:
             raise ShapeError(f"{op}: input {k} has rank {t.rank}, input 0 has rank {rank}")
@@ -208,6 +214,9 @@ def cat(op: str, types: Sequence[TensorType], dim: int) -> tuple[int, ...]:
             if i == dim:
                 continue
             a, b = dims[i], t.shape[i]
+            if {a, b} == {1, BROADCAST}:  # both extent 1: no disagreement
+                dims[i] = 1
+                continue
             if a != b and DYNAMIC not in (a, b):
                 raise ShapeError(
                     f"{op}: input {k} has extent {_extent(b)} in dim {i} but input 0 has "
@@ -220,6 +229,11 @@ def cat(op: str, types: Sequence[TensorType], dim: int) -> tuple[int, ...]:
     return tuple(dims)
 
 
+def _check_axis(op: str, t: TensorType, dim: int) -> None:
+    if not 0 <= dim < t.rank:
+        raise ShapeError(f"{op}: dim {dim} is out of range for the input {format_dims(t.shape)} (rank {t.rank})")
+
+
 def _check_index(op: str, index: TensorType) -> None:
     if index.dtype not in ("i64", "i32"):
         raise ShapeError(f"{op}: index must have an integer dtype, got {index.dtype}")
@@ -229,8 +243,11 @@ def gather(op: str, t: TensorType, index: TensorType, dim: int) -> tuple[int, ..
     """torch.gather: output shaped like the index; index.size(d) <= input.size(d) for d != dim."""
     _check_index(op, index)
     if index.rank != t.rank:
-        raise ShapeError(f"{op}: index rank {index.rank} differs from input rank {t.rank}")
-    _check_dims(op, [dim], t.rank)
+        raise ShapeError(
+            f"{op}: index {format_dims(index.shape)} has rank {index.rank} but the input "
+            f"{format_dims(t.shape)} has rank {t.rank}; they must have the same rank"
+        )
+    _check_axis(op, t, dim)
     for d in range(t.rank):
         a, b = t.static_extent(d), index.static_extent(d)
         if d != dim and a is not None and b is not None and b > a:
@@ -243,8 +260,11 @@ def gather(op: str, t: TensorType, index: TensorType, dim: int) -> tuple[int, ..
 def take_along_axis(op: str, t: TensorType, index: TensorType, dim: int) -> tuple[int, ...]:
     _check_index(op, index)
     if index.rank != t.rank:
-        raise ShapeError(f"{op}: index rank {index.rank} differs from input rank {t.rank}")
-    _check_dims(op, [dim], t.rank)
+        raise ShapeError(
+            f"{op}: index {format_dims(index.shape)} has rank {index.rank} but the input "
+            f"{format_dims(t.shape)} has rank {t.rank}; they must have the same rank"
+        )
+    _check_axis(op, t, dim)
     dims = []
     for d in range(t.rank):
         if d == dim:
@@ -264,14 +284,16 @@ def take_along_axis(op: str, t: TensorType, index: TensorType, dim: int) -> tupl
 def index_select(op: str, t: TensorType, index: TensorType, dim: int) -> tuple[int, ...]:
     _check_index(op, index)
     if index.rank > 1:
-        raise ShapeError(f"{op}: index must be 1-D or a scalar tensor, got rank {index.rank}")
-    _check_dims(op, [dim], t.rank)
+        raise ShapeError(
+            f"{op}: index must be 1-D or a rank-0 tensor, got {format_dims(index.shape)} (rank {index.rank})"
+        )
+    _check_axis(op, t, dim)
     n = index.shape[0] if index.rank == 1 else 1
     return tuple(n if d == dim else e for d, e in enumerate(t.shape))
 
 
 def reduction(op: str, t: TensorType, dims: Sequence[int], keepdim: bool) -> tuple[int, ...]:
-    _check_dims(op, dims, t.rank, "reduction dim")
+    _check_dims(op, dims, t, "reduction dim")
     if keepdim:
         return tuple(BROADCAST if i in dims else e for i, e in enumerate(t.shape))
     return tuple(e for i, e in enumerate(t.shape) if i not in dims)

@@ -36,6 +36,10 @@ DYNAMIC = -1
 """Extent of a dimension only known at run time (printed `?`)."""
 BROADCAST = -2
 """A broadcast dimension: extent 1, broadcasts against any extent (printed `b`)."""
+DYNAMIC_ENTRY = -(2**63)
+"""In a mixed static/SSA list (pad widths, slice bounds): "this entry is an SSA value".
+Not DYNAMIC: -1 is a legal static pad width (crop by one) and slice bound (the last
+element). INT64_MIN as in MLIR's ShapedType::kDynamic (xDSL's DYNAMIC_INDEX)."""
 
 
 class DataType(Enum):
@@ -119,6 +123,20 @@ _TYPE_BODY = re.compile(
 )
 
 
+def _explain_malformed(body: str) -> str:
+    """What is wrong with a type body the regex rejected (the error path only)."""
+    shape, comma, rest = body.partition(",")
+    *dims, dtype = shape.strip().split("x")
+    if dtype not in ELEMENT_TYPES:
+        return f"'{dtype}' is not an element type (expected one of {', '.join(ELEMENT_TYPES)} after the dims)"
+    for i, token in enumerate(dims):
+        if not (token in ("?", "b") or token.isdigit()):
+            return f"dim {i} is '{token}': expected `?` (dynamic), `b` (broadcast) or a static extent"
+    if comma:
+        return f"expected `order [...]` after the comma, got '{rest.strip()}'"
+    return "expected `<dims x ... x dtype>` optionally followed by `, order [...]`"
+
+
 def _dim_str(d: int) -> str:
     return "?" if d == DYNAMIC else "b" if d == BROADCAST else str(d)
 
@@ -193,17 +211,22 @@ class TensorType(ParametrizedAttribute, TypeAttribute):
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
         start = parser.pos
+        # Fast path: a body already parsed once (a fusion spells few distinct types, each
+        # many times) is looked up, not re-scanned. A body has no `>`, so `find` delimits
+        # it; anything unusual (nesting, errors) takes the full path below.
+        content = parser.lexer.input.content
+        end = content.find(">", start)
+        if end > start and content[start] == "<":
+            params = _PARSED_BODIES.get(content[start + 1 : end])
+            if params is not None:
+                parser.lexer.pos = end + 1
+                parser._parser_state.current_token = parser.lexer.lex()  # pyright: ignore[reportPrivateUsage]
+                return params
         # Raw scan of `<...>`: see the module docstring for why this bypasses the lexer.
         body = parser._parse_dialect_symbol_body()  # pyright: ignore[reportPrivateUsage]
         match = _TYPE_BODY.match(body)
         if match is None:
-            parser.raise_error(
-                f"malformed fuser tensor type '<{body}>': expected dims (`?`, `b` or an "
-                "integer, each followed by `x`), an element type among "
-                f"{', '.join(ELEMENT_TYPES)}, and optionally `, order [...]`",
-                start,
-                parser.pos,
-            )
+            parser.raise_error(f"malformed fuser tensor type '<{body}>': {_explain_malformed(body)}", start, parser.pos)
         dims_text, dtype, order_text = match.groups()
         dims = tuple(
             DYNAMIC if d == "?" else BROADCAST if d == "b" else int(d)
@@ -218,11 +241,19 @@ class TensorType(ParametrizedAttribute, TypeAttribute):
                     start,
                     parser.pos,
                 )
-        return (ELEMENT_TYPES[dtype], IntTupleAttr(dims), IntTupleAttr(order))
+        params = (ELEMENT_TYPES[dtype], IntTupleAttr(dims), IntTupleAttr(order))
+        if len(_PARSED_BODIES) < _MAX_PARSED_BODIES:
+            _PARSED_BODIES[body] = params
+        return params
 
+
+_PARSED_BODIES: dict[str, tuple[Attribute, IntTupleAttr, IntTupleAttr]] = {}
+"""Type body text -> parsed parameters (attributes are immutable, so they can be shared)."""
+_MAX_PARSED_BODIES = 4096
 
 SCALAR_TYPES = (Float64Type(), Float32Type(), i64, i32, i1)
 
 
 def is_scalar_type(t: Attribute) -> bool:
-    return t in SCALAR_TYPES or isinstance(t, IntegerType)
+    """f64, f32, i64, i32 or i1: the scalar types ops accept (others have no fuser dtype)."""
+    return t in SCALAR_TYPES

@@ -106,11 +106,8 @@ def test_concretized_module_computes_what_the_original_computes(case, resize_ext
         got = interpret(the_fusion(module), inputs)
         assert close(got, case.oracle(inputs)), [getattr(x, "shape", x) for x in inputs]
         check_types_match_extents(module, inputs)
-        try:
-            original = interpret(fd.fusion, inputs)
-        except ExtentError:
-            continue  # a resized extent-1 dim broadcast: only the concretized fusion runs it
-        assert close(got, original)
+        # The original runs too: a resized extent-1 dim broadcasts at run time in both.
+        assert close(got, interpret(fd.fusion, inputs))
         compared_with_original += 1
     assert compared_with_original >= 5
 
