@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from fuser_dialect.fusion import output_order
 from fuser_dialect.inputs import apply_layout, is_torch_tensor
 from fuser_dialect.interpreter import interpret
@@ -31,7 +33,8 @@ def execute_fusion(fd, inputs: Sequence[object], backend: str | None, disable: t
     if backend == "reference":
         f = fd.fusion
         outs = interpret(f, inputs)
-        laid_out = [apply_layout(o, output_order(f, i)[0]) if o.ndim else o for i, o in enumerate(outs)]
+        # apply_layout copies: an output never aliases an input array (a fusion may return one).
+        laid_out = [apply_layout(o, output_order(f, i)[0]) if np.ndim(o) else o for i, o in enumerate(outs)]
         return _like_inputs(laid_out, inputs)
     return fd._get_executor().execute(inputs, backend=backend, disable=disable)
 

@@ -51,18 +51,33 @@ def scalar_value(f: func.FuncOp, i: int, value: object, t) -> np.generic:
     raise TypeError(f"{arg_label(f, i)}: unsupported scalar type {t}")
 
 
-def check_tensor(f: func.FuncOp, i: int, value: object, t: TensorType) -> np.ndarray:
+_TORCH_DTYPES = {"torch.float64": "f64", "torch.float32": "f32", "torch.float16": "f16", "torch.bfloat16": "bf16",
+                 "torch.int64": "i64", "torch.int32": "i32", "torch.bool": "i1"}
+
+
+def _dtype_name(value) -> str:
     if is_torch_tensor(value):
-        value = torch_to_numpy(value)
-    if not isinstance(value, np.ndarray):
-        raise TypeError(f"{arg_label(f, i)}: expected a numpy array or torch tensor, got {type(value).__name__}")
+        return _TORCH_DTYPES.get(str(value.dtype), str(value.dtype))
     try:
-        got = dtype_of_numpy(value.dtype)
+        return dtype_of_numpy(value.dtype)
     except ValueError:
-        got = str(value.dtype)
+        return str(value.dtype)
+
+
+def to_numpy(value):
+    """A host numpy view/copy of a checked input (torch tensors are copied from their device)."""
+    return torch_to_numpy(value) if is_torch_tensor(value) else value
+
+
+def check_tensor(f: func.FuncOp, i: int, value: object, t: TensorType):
+    """The input itself when valid: a numpy array, or a torch tensor left where it is (a CUDA
+    tensor is used in place by the cuda backend; the others copy what they need)."""
+    if not isinstance(value, np.ndarray) and not is_torch_tensor(value):
+        raise TypeError(f"{arg_label(f, i)}: expected a numpy array or torch tensor, got {type(value).__name__}")
+    got = _dtype_name(value)
     if got != t.dtype:
         raise TypeError(f"{arg_label(f, i)}: expected dtype {numpy_dtype(t.dtype)}, got {value.dtype}")
-    if value.ndim != t.rank:
+    if len(value.shape) != t.rank:
         raise ValueError(f"{arg_label(f, i)}: expected rank {t.rank}, got shape {list(value.shape)}")
     for d, (want, got_extent) in enumerate(zip(t.shape, value.shape)):
         if want == DYNAMIC:
@@ -94,7 +109,7 @@ def check_inputs(f: func.FuncOp, inputs: Sequence[object]) -> list[np.ndarray | 
 def apply_layout(array: np.ndarray, order: Sequence[int] | None) -> np.ndarray:
     """A copy of `array` laid out in `order` (stride_order[i] ranks dim i, 0 = fastest)."""
     if order is None:
-        return np.ascontiguousarray(array)
+        return np.array(array, order="C", copy=True)
     slowest_first = sorted(range(array.ndim), key=lambda d: -order[d])
     dense = np.ascontiguousarray(array.transpose(slowest_first))
     inverse = np.argsort(slowest_first)

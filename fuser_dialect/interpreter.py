@@ -25,7 +25,7 @@ from fuser_dialect import ops_gather as G
 from fuser_dialect import ops_layout as L
 from fuser_dialect import ops_resize as R
 from fuser_dialect.extents import ExtentError, evaluate_extents, runtime_arguments
-from fuser_dialect.inputs import check_inputs
+from fuser_dialect.inputs import check_inputs, to_numpy
 from fuser_dialect.shape_rules import normalize_slice_bound
 from fuser_dialect.types import BROADCAST, DYNAMIC_ENTRY, TensorType, dtype_name, numpy_dtype
 
@@ -145,7 +145,7 @@ class ReferenceInterpreter:
         self.fusion = fusion
 
     def run(self, inputs: Sequence[object]) -> list[Value]:
-        args = check_inputs(self.fusion, inputs)
+        args = [to_numpy(a) for a in check_inputs(self.fusion, inputs)]
         # Extents agree at run time, with nvFuser's broadcast rule: a declared `b` dim, or a
         # resized (pad/slice/cat) dim of extent 1, broadcasts; any other mismatch is an error.
         # Past this check numpy's own broadcasting computes exactly that rule.

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 from xdsl.dialects import func
 
-from fuser_dialect.inputs import arg_label
+from fuser_dialect.inputs import arg_label, to_numpy
 from fuser_dialect.interpreter import backward_slice, evaluate_values
 from fuser_dialect.ops_compute import ReductionOp
 from fuser_dialect.ops_gather import GatherOp, IndexSelectOp, TakeAlongAxisOp
@@ -39,8 +39,8 @@ def _cheap(fusion: func.FuncOp, op, checked: Sequence[object]) -> bool:
     args = list(fusion.body.block.args)
     index_numel = max(1, int(np.prod([max(e, 1) for e in op.index.type.shape])))
     read = [checked[args.index(v)] for v in {op.index, *(w for o in cone for w in o.operands)} if v in args]
-    largest = max((x.size for x in read if isinstance(x, np.ndarray)), default=0)
-    smallest = min((x.size for x in read if isinstance(x, np.ndarray)), default=0)
+    sizes = [int(np.prod(x.shape)) for x in read if hasattr(x, "shape")]
+    largest, smallest = max(sizes, default=0), min(sizes, default=0)
     return largest <= _MAX_CONE_INPUT_RATIO * max(index_numel, smallest)
 
 
@@ -50,7 +50,10 @@ def check_index_ranges(fusion: func.FuncOp, checked: Sequence[object], extents) 
     for op in ops:
         if not _cheap(fusion, op, checked):
             continue
-        (index,) = evaluate_values(fusion, checked, [op.index])
+        args = list(fusion.body.block.args)
+        needed = {op.index, *(v for o in backward_slice(fusion, [op.index]) for v in o.operands)}
+        host = [to_numpy(x) if a in needed else None for a, x in zip(args, checked)]
+        (index,) = evaluate_values(fusion, host, [op.index])
         if not isinstance(index, np.ndarray) or index.size == 0:
             continue
         extent = extents.shape(op.input)[op.axis]

@@ -15,6 +15,7 @@ from xdsl.dialects import func
 from xdsl.ir import SSAValue
 
 from fuser_dialect.fusion import output_order
+from fuser_dialect.inputs import to_numpy
 from fuser_dialect.types import TensorType, numpy_dtype
 from lowering.compiled import CompiledFusion, CompiledKernels
 from lowering.emit_cuda import EmittedKernel, Param
@@ -64,6 +65,7 @@ class HostMemory:
     """Buffers of the cpu backend: numpy arrays."""
 
     def adopt(self, value):
+        value = to_numpy(value)
         # Kernels index a tensor through its element strides from one base pointer: an input
         # dense in some stride order is used in place, any other view is copied.
         return value if _dense_view(value) is not None else np.ascontiguousarray(value)

@@ -1,0 +1,170 @@
+// RUN: fuser-opt %s --split-input-file | fuser-opt --split-input-file | filecheck %s
+// RUN: fuser-opt %s --split-input-file --print-op-generic | fuser-opt --split-input-file | filecheck %s
+
+// Elementwise ops: every unary and binary kind, where, cast.
+
+// Every unary kind on f32; logical_not/isnan/isinf yield i1.
+func.func @unary_kinds(%x: !fuser.tensor<?x4xf32>) {
+  %neg = fuser.unary neg %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+  %abs = fuser.unary abs %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+  %exp = fuser.unary exp %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+  %exp2 = fuser.unary exp2 %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+  %expm1 = fuser.unary expm1 %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+  %log = fuser.unary log %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+  %log2 = fuser.unary log2 %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+  %log1p = fuser.unary log1p %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+  %sqrt = fuser.unary sqrt %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+  %rsqrt = fuser.unary rsqrt %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+  %reciprocal = fuser.unary reciprocal %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+  %relu = fuser.unary relu %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+  %sigmoid = fuser.unary sigmoid %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+  %tanh = fuser.unary tanh %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+  %sin = fuser.unary sin %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+  %cos = fuser.unary cos %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+  %erf = fuser.unary erf %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+  %floor = fuser.unary floor %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+  %ceil = fuser.unary ceil %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+  %round = fuser.unary round %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+  %trunc = fuser.unary trunc %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+  %sign = fuser.unary sign %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+  %logical_not = fuser.unary logical_not %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xi1>
+  %isnan = fuser.unary isnan %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xi1>
+  %isinf = fuser.unary isinf %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xi1>
+  func.return
+}
+// CHECK-LABEL: func.func @unary_kinds
+// CHECK-NEXT: %neg = fuser.unary neg %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %abs = fuser.unary abs %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %exp = fuser.unary exp %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %exp2 = fuser.unary exp2 %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %expm1 = fuser.unary expm1 %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %log = fuser.unary log %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %log2 = fuser.unary log2 %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %log1p = fuser.unary log1p %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %sqrt = fuser.unary sqrt %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %rsqrt = fuser.unary rsqrt %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %reciprocal = fuser.unary reciprocal %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %relu = fuser.unary relu %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %sigmoid = fuser.unary sigmoid %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %tanh = fuser.unary tanh %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %sin = fuser.unary sin %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %cos = fuser.unary cos %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %erf = fuser.unary erf %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %floor = fuser.unary floor %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %ceil = fuser.unary ceil %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %round = fuser.unary round %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %trunc = fuser.unary trunc %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %sign = fuser.unary sign %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %logical_not = fuser.unary logical_not %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xi1>
+// CHECK-NEXT: %isnan = fuser.unary isnan %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xi1>
+// CHECK-NEXT: %isinf = fuser.unary isinf %x : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xi1>
+
+// -----
+
+// Integer inputs: the kinds that are not float-only, and bitwise_not.
+func.func @unary_int(%x: !fuser.tensor<?x4xi32>) {
+  %neg = fuser.unary neg %x : !fuser.tensor<?x4xi32> -> !fuser.tensor<?x4xi32>
+  %abs = fuser.unary abs %x : !fuser.tensor<?x4xi32> -> !fuser.tensor<?x4xi32>
+  %relu = fuser.unary relu %x : !fuser.tensor<?x4xi32> -> !fuser.tensor<?x4xi32>
+  %sign = fuser.unary sign %x : !fuser.tensor<?x4xi32> -> !fuser.tensor<?x4xi32>
+  %logical_not = fuser.unary logical_not %x : !fuser.tensor<?x4xi32> -> !fuser.tensor<?x4xi1>
+  %bitwise_not = fuser.unary bitwise_not %x : !fuser.tensor<?x4xi32> -> !fuser.tensor<?x4xi32>
+  func.return
+}
+// CHECK-LABEL: func.func @unary_int
+// CHECK-NEXT: %neg = fuser.unary neg %x : !fuser.tensor<?x4xi32> -> !fuser.tensor<?x4xi32>
+// CHECK-NEXT: %abs = fuser.unary abs %x : !fuser.tensor<?x4xi32> -> !fuser.tensor<?x4xi32>
+// CHECK-NEXT: %relu = fuser.unary relu %x : !fuser.tensor<?x4xi32> -> !fuser.tensor<?x4xi32>
+// CHECK-NEXT: %sign = fuser.unary sign %x : !fuser.tensor<?x4xi32> -> !fuser.tensor<?x4xi32>
+// CHECK-NEXT: %logical_not = fuser.unary logical_not %x : !fuser.tensor<?x4xi32> -> !fuser.tensor<?x4xi1>
+// CHECK-NEXT: %bitwise_not = fuser.unary bitwise_not %x : !fuser.tensor<?x4xi32> -> !fuser.tensor<?x4xi32>
+
+// -----
+
+// Every binary kind on two tensors; comparisons and logical ops yield i1.
+func.func @binary_kinds(%x: !fuser.tensor<?x4xf32>, %y: !fuser.tensor<?x4xf32>, %i: !fuser.tensor<?x4xi32>, %j: !fuser.tensor<?x4xi32>) {
+  %add = fuser.binary add %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xf32>
+  %sub = fuser.binary sub %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xf32>
+  %mul = fuser.binary mul %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xf32>
+  %div = fuser.binary div %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xf32>
+  %pow = fuser.binary pow %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xf32>
+  %fmod = fuser.binary fmod %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xf32>
+  %maximum = fuser.binary maximum %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xf32>
+  %minimum = fuser.binary minimum %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xf32>
+  %eq = fuser.binary eq %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xi1>
+  %ne = fuser.binary ne %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xi1>
+  %lt = fuser.binary lt %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xi1>
+  %le = fuser.binary le %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xi1>
+  %gt = fuser.binary gt %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xi1>
+  %ge = fuser.binary ge %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xi1>
+  %logical_and = fuser.binary logical_and %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xi1>
+  %logical_or = fuser.binary logical_or %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xi1>
+  %bitwise_and = fuser.binary bitwise_and %i, %j : (!fuser.tensor<?x4xi32>, !fuser.tensor<?x4xi32>) -> !fuser.tensor<?x4xi32>
+  %bitwise_or = fuser.binary bitwise_or %i, %j : (!fuser.tensor<?x4xi32>, !fuser.tensor<?x4xi32>) -> !fuser.tensor<?x4xi32>
+  %bitwise_xor = fuser.binary bitwise_xor %i, %j : (!fuser.tensor<?x4xi32>, !fuser.tensor<?x4xi32>) -> !fuser.tensor<?x4xi32>
+  func.return
+}
+// CHECK-LABEL: func.func @binary_kinds
+// CHECK-NEXT: %add = fuser.binary add %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %sub = fuser.binary sub %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %mul = fuser.binary mul %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %div = fuser.binary div %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %pow = fuser.binary pow %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %fmod = fuser.binary fmod %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %maximum = fuser.binary maximum %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %minimum = fuser.binary minimum %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %eq = fuser.binary eq %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xi1>
+// CHECK-NEXT: %ne = fuser.binary ne %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xi1>
+// CHECK-NEXT: %lt = fuser.binary lt %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xi1>
+// CHECK-NEXT: %le = fuser.binary le %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xi1>
+// CHECK-NEXT: %gt = fuser.binary gt %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xi1>
+// CHECK-NEXT: %ge = fuser.binary ge %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xi1>
+// CHECK-NEXT: %logical_and = fuser.binary logical_and %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xi1>
+// CHECK-NEXT: %logical_or = fuser.binary logical_or %x, %y : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xi1>
+// CHECK-NEXT: %bitwise_and = fuser.binary bitwise_and %i, %j : (!fuser.tensor<?x4xi32>, !fuser.tensor<?x4xi32>) -> !fuser.tensor<?x4xi32>
+// CHECK-NEXT: %bitwise_or = fuser.binary bitwise_or %i, %j : (!fuser.tensor<?x4xi32>, !fuser.tensor<?x4xi32>) -> !fuser.tensor<?x4xi32>
+// CHECK-NEXT: %bitwise_xor = fuser.binary bitwise_xor %i, %j : (!fuser.tensor<?x4xi32>, !fuser.tensor<?x4xi32>) -> !fuser.tensor<?x4xi32>
+
+// -----
+
+// Scalar operands on either side; broadcast dims broadcast against any extent.
+func.func @binary_scalars_and_broadcast(%x: !fuser.tensor<?x4xf32>, %row: !fuser.tensor<bx4xf32>, %s: f64, %n: i64, %k: !fuser.tensor<?xi64>) {
+  %a = fuser.binary mul %x, %s : (!fuser.tensor<?x4xf32>, f64) -> !fuser.tensor<?x4xf32>
+  %b = fuser.binary sub %s, %x : (f64, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xf32>
+  %c = fuser.binary add %x, %row : (!fuser.tensor<?x4xf32>, !fuser.tensor<bx4xf32>) -> !fuser.tensor<?x4xf32>
+  %d = fuser.binary lt %k, %n : (!fuser.tensor<?xi64>, i64) -> !fuser.tensor<?xi1>
+  func.return
+}
+// CHECK-LABEL: func.func @binary_scalars_and_broadcast
+// CHECK-NEXT: %a = fuser.binary mul %x, %s : (!fuser.tensor<?x4xf32>, f64) -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %b = fuser.binary sub %s, %x : (f64, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %c = fuser.binary add %x, %row : (!fuser.tensor<?x4xf32>, !fuser.tensor<bx4xf32>) -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %d = fuser.binary lt %k, %n : (!fuser.tensor<?xi64>, i64) -> !fuser.tensor<?xi1>
+
+// -----
+
+// where(cond, x, y): tensor or scalar values and condition, broadcasting.
+func.func @where(%c: !fuser.tensor<?xbxi1>, %x: !fuser.tensor<?x8xf16>, %y: !fuser.tensor<bx8xf16>, %zero: f64, %flag: i1) {
+  %a = fuser.where %c, %x, %y : (!fuser.tensor<?xbxi1>, !fuser.tensor<?x8xf16>, !fuser.tensor<bx8xf16>) -> !fuser.tensor<?x8xf16>
+  %b = fuser.where %c, %x, %zero : (!fuser.tensor<?xbxi1>, !fuser.tensor<?x8xf16>, f64) -> !fuser.tensor<?x8xf16>
+  %d = fuser.where %flag, %x, %y : (i1, !fuser.tensor<?x8xf16>, !fuser.tensor<bx8xf16>) -> !fuser.tensor<?x8xf16>
+  func.return
+}
+// CHECK-LABEL: func.func @where
+// CHECK-NEXT: %a = fuser.where %c, %x, %y : (!fuser.tensor<?xbxi1>, !fuser.tensor<?x8xf16>, !fuser.tensor<bx8xf16>) -> !fuser.tensor<?x8xf16>
+// CHECK-NEXT: %b = fuser.where %c, %x, %zero : (!fuser.tensor<?xbxi1>, !fuser.tensor<?x8xf16>, f64) -> !fuser.tensor<?x8xf16>
+// CHECK-NEXT: %d = fuser.where %flag, %x, %y : (i1, !fuser.tensor<?x8xf16>, !fuser.tensor<bx8xf16>) -> !fuser.tensor<?x8xf16>
+
+// -----
+
+// cast changes only the dtype; a layout-carrying input yields a plain result.
+func.func @cast(%x: !fuser.tensor<?x4xbf16, order [0, 1]>) {
+  %a = fuser.cast %x : !fuser.tensor<?x4xbf16, order [0, 1]> -> !fuser.tensor<?x4xf32>
+  %b = fuser.cast %a : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xi1>
+  %c = fuser.cast %b : !fuser.tensor<?x4xi1> -> !fuser.tensor<?x4xi64>
+  func.return
+}
+// CHECK-LABEL: func.func @cast
+// CHECK-NEXT: %a = fuser.cast %x : !fuser.tensor<?x4xbf16, order [0, 1]> -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %b = fuser.cast %a : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xi1>
+// CHECK-NEXT: %c = fuser.cast %b : !fuser.tensor<?x4xi1> -> !fuser.tensor<?x4xi64>
