@@ -1,0 +1,7 @@
+"""`python -m benchmarks`: see benchmarks/cli.py (entry point `benchmarks.cli:main`)."""
+
+import sys
+
+from benchmarks.cli import main
+
+sys.exit(main())

@@ -1,0 +1,219 @@
+"""`python -m benchmarks [--quick | --full] ...`: measure fuser against the floor and against torch.
+
+Without a flag: --full where a GPU is usable, else --quick.
+--quick  cpu-sized shapes on the cpu backend (a few minutes on 2 cores): kernels, bytes / minimum,
+         compile latency (cold / warm processes), host overhead, correctness.
+--full   the issue's shapes; backend cuda (needs a GPU and pycuda): adds CUDA-event kernel times,
+         achieved bandwidth vs a device-to-device copy, torch eager and torch.compile. Bytes are
+         still counted by the cpu backend, at the full row length with fewer rows.
+
+Never part of the test run. Entry point for a console script: `benchmarks.cli:main`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+
+from benchmarks import measure, report
+from benchmarks.cases import Case, all_cases
+
+BYTES_SHAPE_LIMIT = 64 << 20  # full mode: count bytes on the cpu backend at most this much minimum traffic
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="cpu-sized shapes (default without a GPU)")
+    mode.add_argument("--full", action="store_true", help="the issue's shapes (default with a GPU)")
+    p.add_argument("--backend", choices=["cpu", "cuda"], default=None,
+                   help="default: cpu for --quick, cuda for --full")
+    p.add_argument("--cases", default="", help="comma-separated substrings of case keys "
+                   "(kind:dtype:shape, e.g. 'ce_bwd:bf16,softmax')")
+    p.add_argument("--no-compile-latency", action="store_true", help="skip the cold/warm probe processes")
+    p.add_argument("--no-torch-compile", action="store_true", help="GPU: skip torch.compile")
+    p.add_argument("--calls", type=int, default=None, help="calls per host-overhead median")
+    p.add_argument("--iters", type=int, default=50, help="GPU: timed calls per figure")
+    p.add_argument("--warmup", type=int, default=5, help="GPU: warm-up calls per figure")
+    p.add_argument("--budget", type=float, default=None,
+                   help="seconds: start no new case after this (GPU sessions with a time limit); "
+                   "the cases left are listed")
+    p.add_argument("--no-save", action="store_true", help="do not append to benchmarks/results.{md,json}")
+    p.add_argument("--update-readme", action="store_true",
+                   help="replace the README's <!-- fuser-bench:BACKEND:begin/end --> section with this run")
+    p.add_argument("--keep-cache", action="store_true", help="keep the temporary FUSER_CACHE_DIR folders")
+    return p.parse_args(argv)
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def select(cases: list[Case], spec: str) -> list[Case]:
+    wanted = [s.strip() for s in spec.split(",") if s.strip()]
+    return [c for c in cases if not wanted or any(w in c.key for w in wanted)]
+
+
+class Harness:
+    def __init__(self, args, backend: str, mode: str):
+        self.args = args
+        self.backend = backend
+        self.mode = mode
+        self.root = tempfile.mkdtemp(prefix="fuser-bench-")
+        self.shared_cache = os.path.join(self.root, "shared")
+        self.calls = args.calls or 1000  # upper bound per host-overhead median (adapts to ~1 s)
+        self.empty = None
+        self.gpu = None
+
+    def use_cache(self, path: str) -> None:
+        os.environ["FUSER_CACHE_DIR"] = path  # read on every compile by lowering.{cpu_runtime,compile}
+
+    # -- one row -------------------------------------------------------------------------------------
+    def run_row(self, case: Case, copy_gbps: float | None) -> dict:
+        row: dict = {"kind": case.kind, "dtype": case.dtype, "shape": list(case.shape), "backend": self.backend,
+                     "min_bytes": case.min_bytes(), "errors": []}
+        cache = os.path.join(self.root, case.key.replace(":", "_"))
+        if not self.args.no_compile_latency:
+            lat = measure.compile_latency(case, self.backend, cache)
+            row["compile"] = lat
+            for which in ("cold", "warm"):
+                if "error" in lat[which]:
+                    if which == "cold" or "skipped" not in lat[which]["error"]:
+                        row["errors"].append(f"compile probe ({which}): {lat[which]['error']}")
+                else:
+                    row[f"{which}_total_s"] = measure.definition_to_cubin_s(lat[which])
+        self.use_cache(cache)  # the probes' kernels: the in-process run loads them from disk
+
+        # kernels, bytes and correctness on the cpu backend (fewer rows on GPU machines)
+        bytes_shape = case.shape if self.backend == "cpu" else case.with_rows(BYTES_SHAPE_LIMIT)
+        row["bytes_shape"] = list(bytes_shape)
+        try:
+            from lowering.cpu_runtime import cpu_compiler_available
+
+            if self.backend == "cpu" or cpu_compiler_available():
+                empty = self.empty if self.backend == "cpu" else None  # the cuda path's is measured below
+                counted = measure.run_case(case, "cpu", shape=bytes_shape, empty=empty, host_calls=self.calls)
+                counted.pop("shape")
+                counted["bytes_min_bytes"] = counted.pop("min_bytes", None)
+                row.update(counted)
+                if not counted["check_ok"]:
+                    row["errors"].append(f"wrong result on the cpu backend: error {counted['check_err']:.2e}")
+        except Exception as e:
+            row["errors"].append(f"execute (cpu): {measure.error_text(e)}")
+            row["traceback_cpu"] = traceback.format_exc()
+
+        if "error" in (row.get("host") or {}):
+            row["errors"].append(f"host overhead: {row['host']['error']}")
+
+        if self.backend == "cuda":
+            try:
+                g = self.gpu.measure_case(case, self.args.warmup, self.args.iters, not self.args.no_torch_compile,
+                                          self.empty, self.calls)
+                row["gpu"] = g
+                row["copy_gbps"] = copy_gbps
+                row["kernels"] = g.get("kernels", row.get("kernels"))
+                row["check_ok"], row["check_err"] = g.get("check_ok"), g.get("check_err")
+                row["host"] = g.get("host")
+                if "error" in (row["host"] or {}):
+                    row["errors"].append(f"host overhead (cuda): {row['host']['error']}")
+                if g.get("check_ok") is False:
+                    row["errors"].append(f"wrong result on the GPU vs {g['check_against']}: error {g['check_err']:.2e}")
+                for k in ("eager_error", "torch_compile_error"):
+                    if k in g:
+                        row["errors"].append(f"{k.replace('_', ' ')}: {g[k]}")
+            except Exception as e:
+                row["errors"].append(f"execute (cuda): {measure.error_text(e)}")
+                row["traceback_cuda"] = traceback.format_exc()
+            finally:
+                self.gpu.release()
+
+        return row
+
+    def close(self) -> None:
+        if not self.args.keep_cache:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    start = time.perf_counter()
+    from benchmarks import gpu as gpu_mod
+
+    if args.full or args.quick:
+        mode = "full" if args.full else "quick"
+    else:  # no flag: the full shapes where a GPU can run them, the cpu-sized ones elsewhere
+        has_gpu, why = gpu_mod.available()
+        mode = "full" if has_gpu else "quick"
+        log(f"mode {mode}: " + (f"GPU {why}" if has_gpu else f"no GPU ({why})"))
+    backend = args.backend or ("cuda" if mode == "full" else "cpu")
+
+    if backend == "cuda":
+        ok, why = gpu_mod.available()
+        if not ok:
+            log(f"backend cuda unavailable here: {why}. Use --quick (cpu backend) or --backend cpu.")
+            return 2
+    cases = select(all_cases(mode), args.cases)
+    if not cases:
+        log(f"no case matches --cases {args.cases!r}")
+        return 2
+    if mode == "full" and backend == "cpu":
+        log("warning: full shapes on the cpu backend emulate gigabytes of GPU work; this takes very long")
+
+    harness = Harness(args, backend, mode)
+    run: dict = {"command": "python -m benchmarks " + shlex.join(sys.argv[1:] if argv is None else argv),
+                 "mode": mode, "backend": backend, "machine": report.machine_info(), "rows": []}
+    try:
+        if backend == "cuda":
+            harness.gpu = gpu_mod.Gpu()
+            run["gpu_info"] = harness.gpu.info()
+            run["copy"] = harness.gpu.copy_bandwidth()
+            log(f"GPU {harness.gpu.name}: d2d copy {run['copy']['gbps']:.0f} GB/s")
+        copy_gbps = (run.get("copy") or {}).get("gbps")
+        harness.use_cache(harness.shared_cache)
+        try:
+            harness.empty = measure.EmptyKernel(backend)
+        except Exception as e:  # then no host-overhead figures, everything else still runs
+            run["empty_kernel_error"] = measure.error_text(e)
+            log(f"no empty kernel on {backend}: {run['empty_kernel_error']}")
+        try:
+            if harness.empty is None:
+                raise RuntimeError(f"no empty kernel: {run['empty_kernel_error']}")
+            sync = harness.gpu.synchronize if harness.gpu else None
+            array_fn = harness.gpu.tensor_fn() if harness.gpu else None
+            run["tiny_overhead"] = measure.tiny_fusion_overhead(backend, harness.empty, harness.calls, array_fn, sync)
+        except Exception as e:
+            run["tiny_overhead"] = {"error": measure.error_text(e), "traceback": traceback.format_exc()}
+        for i, case in enumerate(cases):
+            if args.budget is not None and time.perf_counter() - start > args.budget:
+                run["not_run"] = [c.key for c in cases[i:]]
+                log(f"budget of {args.budget:.0f} s spent: {len(cases) - i} case(s) not run")
+                break
+            t0 = time.perf_counter()
+            row = harness.run_row(case, copy_gbps)
+            row["wall_s"] = time.perf_counter() - t0
+            run["rows"].append(row)
+            status = "; ".join(row["errors"]) or "ok"
+            log(f"[{i + 1}/{len(cases)}] {case.label}: {row['wall_s']:.1f} s, {status}")
+    finally:
+        harness.close()
+    run["wall_s"] = time.perf_counter() - start
+    try:
+        run["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        pass
+    markdown = report.render_markdown(run)
+    print(markdown)
+    if not args.no_save:
+        report.append_results(run, markdown)
+        log(f"appended to {report.RESULTS_MD} and {report.RESULTS_JSON}")
+    if args.update_readme:
+        log(report.update_readme(markdown, backend))
+    log(f"total {run['wall_s']:.0f} s")
+    return 0

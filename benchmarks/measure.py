@@ -1,0 +1,349 @@
+"""Measurements that need no GPU: kernels, global bytes, correctness, compile latency, host overhead.
+
+How each figure is obtained
+---------------------------
+- kernels: `len(fd.last_kernels())` after a cached `execute`, with each kernel's scheduler.
+- bytes: the cpu backend counts every global load and store the generated code makes
+  (`fuser_ld*`/`fuser_st*` in the emulation; atomics excluded) per launch; we sum
+  `bytes_loaded + bytes_stored` over the kernels of one `execute` and divide by the case's
+  minimum (cases.py: each input read once, each output written once). 1.00 is the floor;
+  2.00 means twice the traffic of an ideal single pass (e.g. a second read of the logits).
+- compile latency (`compile_probe`): `python -m benchmarks.probe` in a fresh process with
+  FUSER_CACHE_DIR set to an empty temporary folder (cold: no kernel or cubin cache on disk,
+  nothing memoised in process), then once more with the same folder (warm: disk caches hit).
+  The process times: import of fuser, the definition (`with FusionDefinition()`), and the first
+  `execute`, whose executor records passes (concretize + pre-segmentation), segment (kernel
+  planning), emission (CUDA C) and compile (the backend's compiler: g++ for cpu, NVRTC +
+  module load for cuda). "Definition → cubin" = define + passes + segment + emission + cubin:
+  on the cpu backend the cubin figure is NVRTC compiling the very sources the executor emitted
+  (`lowering.compile.compile_cuda`, arch sm_90 when no GPU), and g++ is reported beside it.
+- host overhead (`host_overhead`): the row's own fusion, inputs and shape, already compiled;
+  `execute` timed call by call (perf_counter_ns) after a warm-up while every kernel launch is
+  swapped (EmptyLaunches) for: the real launch's argument checks and packing, then the launch of
+  an EMPTY kernel through the same runtime. So the kernel's own time is excluded and everything
+  else on the path stays: input checks, cache key and lookup, extents, output buffers,
+  marshalling, the launch call. "+ launches" = the median wall time of such a call; "host" = the
+  median of (wall - time inside the launch calls) = fuser's own share, the figure to compare.
+  On the cuda backend the empty kernel gets the real grid and block (launches are asynchronous;
+  the inputs are torch CUDA tensors, no copies, when torch is importable; the device is
+  synchronised, untimed, every 64 calls). On the cpu backend the emulation runs every thread of
+  a grid even when the kernel is empty (an empty 1024-block launch costs tens of ms: kernel
+  work, not launch cost), so the empty kernel is launched as one block of one thread: the
+  emulation's fixed dispatch cost, not a GPU's launch cost. The tiny fusion x + y on [8] f32
+  gives the headline figure, with its real kernel too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.cases import Case, check
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SCHEDULER_ABBREV = {"pointwise": "pw", "reduction": "red", "inner_persistent": "pers"}
+
+
+def error_text(e: BaseException) -> str:
+    """One line: the exception type and the first line of its message (full text goes to JSON)."""
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{type(e).__name__}: {first}"[:300]
+
+
+def compiled_entry(fd):
+    """The executor's CompiledFusion of the last execute (private: no public hook yet)."""
+    executor = getattr(fd, "_executor", None)
+    return getattr(getattr(executor, "_local", None), "last", None)
+
+
+def compile_timings(fd) -> dict[str, float]:
+    entry = compiled_entry(fd)
+    return dict(getattr(entry, "timings", {}) or {})
+
+
+def emitted_kernels(fd) -> list:
+    """EmittedKernel objects of the last-compiled schedule variant (for needs_sync), or []."""
+    entry = compiled_entry(fd)
+    variants = getattr(entry, "variants", None) or {}
+    if not variants:
+        return []
+    return list(list(variants.values())[-1].kernels)
+
+
+def median_ns(fn: Callable[[], object], calls: int, warmup: int, between: Callable[[], object] | None = None,
+              every: int = 0) -> float:
+    """Median wall time of one call of `fn` in ns; `between` (e.g. a GPU sync) runs untimed every
+    `every` calls so queues never fill."""
+    for _ in range(warmup):
+        fn()
+    if between:
+        between()
+    samples = []
+    for i in range(calls):
+        t0 = time.perf_counter_ns()
+        fn()
+        samples.append(time.perf_counter_ns() - t0)
+        if between and every and (i + 1) % every == 0:
+            between()
+    if between:
+        between()
+    return float(statistics.median(samples))
+
+
+# --------------------------------------------------------------------------- one case, cpu counters
+
+
+def run_case(case: Case, backend: str, shape: Sequence[int] | None = None, exec_reps: int = 2,
+             seed: int = 0, empty: "EmptyKernel | None" = None, host_calls: int = 1000) -> dict:
+    """Build, execute, check against the numpy reference, count kernels and bytes; with `empty`,
+    also the host overhead of a cached execute of this very fusion."""
+    shape = tuple(shape or case.shape)
+    row: dict = {"shape": list(shape)}
+    fd = case.build(shape)
+    inputs = case.inputs(seed=seed, shape=shape)
+    t0 = time.perf_counter()
+    outputs = fd.execute(inputs, backend=backend)
+    row["first_execute_s"] = time.perf_counter() - t0
+    ok, err = check(outputs, case.reference(inputs))
+    row["check_ok"], row["check_err"] = ok, err
+    times = []
+    for _ in range(exec_reps):
+        t0 = time.perf_counter()
+        fd.execute(inputs, backend=backend)
+        times.append(time.perf_counter() - t0)
+    row["exec_s_median"] = statistics.median(times) if times else None
+    kernels = fd.last_kernels()
+    row["kernels"] = len(kernels)
+    row["schedulers"] = [k.scheduler for k in kernels]
+    row["launch"] = [{"name": k.name, "grid": list(k.grid), "block": list(k.block)} for k in kernels]
+    loaded = [k.bytes_loaded for k in kernels]
+    stored = [k.bytes_stored for k in kernels]
+    if kernels and None not in loaded and None not in stored:
+        row["bytes_loaded"] = int(sum(loaded))
+        row["bytes_stored"] = int(sum(stored))
+        row["bytes_per_kernel"] = [[int(a), int(b)] for a, b in zip(loaded, stored)]
+        row["min_bytes"] = case.min_bytes(shape)
+        row["bytes_ratio"] = (row["bytes_loaded"] + row["bytes_stored"]) / row["min_bytes"]
+    info = fd.cache_info()
+    row["cache"] = {"hits": info.hits, "misses": info.misses, "entries": len(info.entries)}
+    row["timings_in_process"] = compile_timings(fd)
+    if empty is not None:
+        try:
+            row["host"] = host_overhead(fd, inputs, backend, empty, host_calls)
+        except Exception as e:
+            row["host"] = {"error": error_text(e)}
+    return row
+
+
+# --------------------------------------------------------------------------- compile latency
+
+
+def compile_probe(case: Case, backend: str, cache_dir: str, timeout: float = 600.0) -> dict:
+    """One probe process (see module doc). Returns its JSON record or {"error": ...}."""
+    with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as tmp:
+        out_path = tmp.name
+    env = dict(os.environ, FUSER_CACHE_DIR=cache_dir, PYTHONPATH=os.pathsep.join(
+        [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    cmd = [sys.executable, "-m", "benchmarks.probe", case.key, backend, out_path]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout)
+        record = json.loads(Path(out_path).read_text() or "{}")
+        if proc.returncode != 0 and "error" not in record:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["?"]
+            record["error"] = f"probe exited {proc.returncode}: {tail[0][:300]}"
+    except subprocess.TimeoutExpired:
+        record = {"error": f"probe timed out after {timeout:.0f} s"}
+    except (OSError, json.JSONDecodeError) as e:
+        record = {"error": error_text(e)}
+    finally:
+        Path(out_path).unlink(missing_ok=True)
+    record["process_s"] = time.perf_counter() - t0
+    return record
+
+
+def compile_latency(case: Case, backend: str, cache_dir: str) -> dict:
+    """{"cold": probe, "warm": probe} with an empty, then populated, cache folder."""
+    cold = compile_probe(case, backend, cache_dir)
+    warm = compile_probe(case, backend, cache_dir) if "error" not in cold else {"error": "skipped: cold failed"}
+    return {"cold": cold, "warm": warm}
+
+
+def definition_to_cubin_s(probe: dict) -> float | None:
+    """define + passes + segment + emission + cubin compile, from one probe record."""
+    parts = [probe.get(k) for k in ("define_s", "passes_s", "segment_s", "emission_s", "cubin_s")]
+    return None if None in parts else float(sum(parts))
+
+
+# --------------------------------------------------------------------------- host overhead
+
+
+class EmptyKernel:
+    """An empty kernel on a backend's runtime, launched like the executor launches kernels."""
+
+    NAME = "fuser_bench_empty"
+
+    def __init__(self, backend: str):
+        self.backend = backend
+        body = f'extern "C" __global__ void {self.NAME}() {{}}\n'
+        if backend == "cpu":
+            from lowering import cpu_runtime
+
+            self.module = cpu_runtime.CpuModule.from_source(
+                cpu_runtime.with_prelude(body + f"FUSER_HOST_LAUNCHER({self.NAME})\n"))
+        else:
+            from lowering.compile import compile_cuda
+            from lowering.gpu_runtime import GpuModule
+
+            self.module = GpuModule(compile_cuda(body).cubin)
+        self._medians: dict[tuple, float] = {}
+
+    def launch(self, grid, block, needs_sync: bool = True):
+        if self.backend == "cpu":
+            return self.module.launch(self.NAME, grid, block, [], needs_sync=needs_sync)
+        return self.module.launch(self.NAME, grid, block, [])
+
+    def median_us(self, grid, block, needs_sync: bool, calls: int, sync=None) -> float:
+        key = (tuple(grid), tuple(block), needs_sync)
+        if key not in self._medians:
+            self._medians[key] = median_ns(lambda: self.launch(grid, block, needs_sync), calls,
+                                           warmup=max(10, calls // 20), between=sync, every=64) / 1e3
+        return self._medians[key]
+
+
+def _module_class(backend: str):
+    if backend == "cpu":
+        from lowering.cpu_runtime import CpuModule
+
+        return CpuModule
+    from lowering.gpu_runtime import GpuModule
+
+    return GpuModule
+
+
+def _marshal(backend: str, module, kernel_name: str, args) -> bool:
+    """The real launch's argument checks and packing, without the launch (private runtime
+    helpers; False when they are not there any more, and the figure then lacks them)."""
+    try:
+        if backend == "cpu":
+            from lowering.cpu_runtime import _marshal_args
+
+            _marshal_args(module._kernel(kernel_name), args)
+        else:
+            from lowering.gpu_runtime import _pack
+
+            for i, a in enumerate(args):
+                _pack(a, i, kernel_name)
+        return True
+    except (ImportError, AttributeError):
+        return False
+
+
+class EmptyLaunches:
+    """While active, every kernel launch of the runtime is replaced by: the real launch's argument
+    marshalling, then a launch of an empty kernel (cuda: the same grid and block; cpu: one block of
+    one thread, see below); and the time inside those launch calls is accumulated."""
+
+    def __init__(self, backend: str, empty: EmptyKernel):
+        self.backend = backend
+        self.empty = empty
+        self.cls = _module_class(backend)
+        self.ns = 0
+        self.marshalled = True
+
+    def __enter__(self):
+        original = self.original = self.cls.launch
+        swap = self
+
+        def launch(module, kernel_name, grid, block, args, *rest, **kwargs):
+            if module is swap.empty.module:
+                return original(module, kernel_name, grid, block, args, *rest, **kwargs)
+            t0 = time.perf_counter_ns()
+            try:
+                swap.marshalled &= _marshal(swap.backend, module, kernel_name, args)
+                if swap.backend == "cpu":
+                    # Every emulated thread costs CPU time even in an empty kernel (that is kernel
+                    # work, not launch cost): one block of one thread = the fixed dispatch cost.
+                    return swap.empty.launch(1, 1, False)
+                return swap.empty.launch(grid, block)
+            finally:
+                swap.ns += time.perf_counter_ns() - t0
+
+        self.cls.launch = launch
+        return self
+
+    def __exit__(self, *exc):
+        self.cls.launch = self.original
+
+
+def host_overhead(fd, inputs, backend: str, empty: EmptyKernel, calls: int = 1000, sync=None,
+                  budget_s: float = 1.0, min_calls: int = 20) -> dict:
+    """A cached `execute` of `fd` on `inputs` (already compiled) with every kernel swapped for an
+    empty one of the same geometry (module doc): medians of the wall time per call
+    ("with_empty_kernels_us"), of the time inside the launch calls, and of their difference
+    ("host_us", fuser's own share). The number of calls adapts to about `budget_s`."""
+    with EmptyLaunches(backend, empty) as swap:
+        t0 = time.perf_counter()
+        for _ in range(3):
+            fd.execute(inputs, backend=backend)
+        if sync:
+            sync()
+        per_call = (time.perf_counter() - t0) / 3
+        calls = max(min_calls, min(calls, int(budget_s / max(per_call, 1e-9))))
+        for _ in range(max(3, calls // 20)):
+            fd.execute(inputs, backend=backend)
+        if sync:
+            sync()
+        walls, hosts, launches = [], [], []
+        for i in range(calls):
+            before = swap.ns
+            t0 = time.perf_counter_ns()
+            fd.execute(inputs, backend=backend)
+            wall = time.perf_counter_ns() - t0
+            walls.append(wall)
+            launches.append(swap.ns - before)
+            hosts.append(wall - launches[-1])
+            if sync and (i + 1) % 64 == 0:
+                sync()
+        if sync:
+            sync()
+    med = statistics.median
+    return {"calls": calls, "kernels": len(fd.last_kernels()), "with_empty_kernels_us": med(walls) / 1e3,
+            "in_launch_us": med(launches) / 1e3, "host_us": med(hosts) / 1e3,
+            "marshalling_included": swap.marshalled}
+
+
+def tiny_fusion_overhead(backend: str, empty: EmptyKernel, calls: int, array_fn=None, sync=None) -> dict:
+    """The headline host overhead: z = x + y on [8] f32, one pointwise kernel: a cached `execute`
+    with its real kernel, the same with the kernel swapped for an empty one, and the empty
+    kernel's launch alone."""
+    from fuser_dialect import DataType, FusionDefinition
+
+    with FusionDefinition("tiny_add") as fd:
+        x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+        y = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+        fd.add_output(fd.ops.add(x, y))
+    inputs = [np.arange(1, 9, dtype=np.float32), np.full(8, 0.5, np.float32)]
+    if array_fn:
+        inputs = [array_fn(a) for a in inputs]
+    fd.execute(inputs, backend=backend)
+    k = fd.last_kernels()[0]
+    emitted = emitted_kernels(fd)
+    needs_sync = bool(getattr(emitted[0], "needs_sync", True)) if emitted else True
+    record = {"fusion": "x + y, [8] f32", "grid": list(k.grid), "block": list(k.block),
+              "real_kernel_us": median_ns(lambda: fd.execute(inputs, backend=backend), calls,
+                                          warmup=max(10, calls // 20), between=sync, every=64) / 1e3}
+    record.update(host_overhead(fd, inputs, backend, empty, calls, sync, budget_s=5.0))
+    grid, block = ((1, 1, 1), (1, 1, 1)) if backend == "cpu" else (tuple(k.grid), tuple(k.block))
+    record["empty_grid"], record["empty_block"] = list(grid), list(block)
+    record["empty_launch_us"] = empty.median_us(grid, block, needs_sync and backend != "cpu", calls, sync)
+    return record

@@ -1,0 +1,241 @@
+"""The results table (markdown), benchmarks/results.md (appended), benchmarks/results.json (a list of
+runs, appended) and, on request, the README's benchmark section (replaced between markers)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import re
+import subprocess
+from pathlib import Path
+
+from benchmarks.measure import REPO_ROOT, SCHEDULER_ABBREV
+
+RESULTS_MD = Path(__file__).resolve().parent / "results.md"
+RESULTS_JSON = Path(__file__).resolve().parent / "results.json"
+README = REPO_ROOT / "README.md"
+
+
+def _run(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd=REPO_ROOT).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def git_commit() -> str:
+    sha = _run(["git", "rev-parse", "--short", "HEAD"]) or "unknown"
+    dirty = _run(["git", "status", "--porcelain", "--untracked-files=no"])
+    return sha + ("+dirty" if dirty else "")
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info() -> dict:
+    import numpy
+
+    info = {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "platform": platform.platform(),
+        "cpu": cpu_model(),
+        "nproc": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "commit": git_commit(),
+    }
+    try:
+        info["loadavg_start"] = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        pass
+    try:
+        import xdsl
+
+        info["xdsl"] = getattr(xdsl, "__version__", "?")
+    except ImportError:
+        pass
+    cxx = _run([os.environ.get("FUSER_CXX", "g++"), "--version"]).splitlines()
+    info["cxx"] = cxx[0] if cxx else "none"
+    try:
+        from lowering.compile import available_compilers
+
+        info["cuda_compilers"] = available_compilers()
+    except Exception:
+        info["cuda_compilers"] = {}
+    try:
+        info["mem_gib"] = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        pass
+    return info
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def _f(x, fmt: str = "{:.0f}", none: str = "—") -> str:
+    return none if x is None else fmt.format(x)
+
+
+def _ms(s) -> str:
+    if s is None:
+        return "—"
+    ms = s * 1e3
+    return f"{ms:.1f}" if ms < 10 else f"{ms:.0f}"
+
+
+def _kernels(row: dict) -> str:
+    if row.get("kernels") is None:
+        return "—"
+    scheds = [SCHEDULER_ABBREV.get(s, s) for s in row.get("schedulers", [])]
+    return f"{row['kernels']} ({'+'.join(scheds)})" if scheds else str(row["kernels"])
+
+
+def _check(row: dict) -> str:
+    if row.get("check_ok") is None:
+        return "—"
+    err = row.get("check_err")
+    return ("ok" if row["check_ok"] else "**FAIL**") + (f" {err:.0e}" if err is not None and err > 0 else "")
+
+
+def _load(avg) -> str:
+    return "/".join(f"{x:.1f}" for x in avg) if avg else "?"
+
+
+def _shape(shape) -> str:
+    return "×".join(map(str, shape))
+
+
+def table(rows: list[dict], gpu: bool) -> str:
+    head = ["case", "dtype", "shape", "kernels", "bytes / min", "cold ms", "passes", "segment", "emission",
+            "cubin", "g++", "warm ms", "host µs", "+ launches µs", "check"]
+    if gpu:
+        head += ["kernel µs", "GB/s", "% copy", "exec µs", "eager µs", "compile µs", "× eager", "× compile"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    for row in rows:
+        cold = (row.get("compile") or {}).get("cold") or {}
+        warm = (row.get("compile") or {}).get("warm") or {}
+        bytes_cell = _f(row.get("bytes_ratio"), "{:.2f}")
+        if row.get("bytes_shape") and row.get("bytes_ratio") is not None and row["bytes_shape"] != row["shape"]:
+            bytes_cell += f" @{_shape(row['bytes_shape'])}"
+        gxx = cold.get("compile_s") if row.get("backend") == "cpu" else None
+        cells = [row["kind"], row["dtype"], _shape(row["shape"]), _kernels(row), bytes_cell,
+                 _ms(row.get("cold_total_s")), _ms(cold.get("passes_s")), _ms(cold.get("segment_s")),
+                 _ms(cold.get("emission_s")), _ms(cold.get("cubin_s")), _ms(gxx), _ms(row.get("warm_total_s")),
+                 _f((row.get("host") or {}).get("host_us")), _f((row.get("host") or {}).get("with_empty_kernels_us")),
+                 _check(row)]
+        if gpu:
+            g = row.get("gpu") or {}
+            copy = row.get("copy_gbps")
+            pct = g["achieved_gbps"] / copy * 100 if g.get("achieved_gbps") and copy else None
+            cells += [_f(g.get("kernel_us"), "{:.1f}"), _f(g.get("achieved_gbps")), _f(pct), _f(g.get("exec_us"), "{:.1f}"),
+                      _f(g.get("eager_us"), "{:.1f}"), _f(g.get("compile_us"), "{:.1f}"),
+                      _f(g.get("vs_eager"), "{:.2f}"), _f(g.get("vs_compile"), "{:.2f}")]
+        if row.get("errors"):
+            cells[0] += " †"
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+LEGEND = """\
+kernels: launched per `execute` (pers = inner_persistent, red = reduction, pw = pointwise). \
+bytes / min: global bytes loaded + stored, counted by the cpu backend, over the minimum (each input \
+read once, each output written once; `@shape`: counted at that shape, same row length). \
+cold ms: definition → cubin in a fresh process with empty caches = define + passes (concretize + \
+pre-segmentation) + segment + emission + cubin (NVRTC, sm_90 without a GPU); g++: the cpu backend's \
+compiler on the same sources; warm ms: the same in a second process with the disk caches. \
+host µs: fuser's own share of a cached `execute` of the row's fusion (median of wall time minus the \
+time inside the launch calls) while each kernel is swapped for an empty one (argument marshalling kept); \
++ launches µs: the median wall time of such a call = a cached `execute` with kernel time excluded (cuda: \
+empty kernels of the same grid/block; cpu: the emulation's fixed dispatch cost, 1 block of 1 thread). check: worst error relative to the reference's largest \
+magnitude."""
+
+GPU_LEGEND = """\
+kernel µs: CUDA events, median, a replay of the fusion's launches, inputs rotated beyond 2× L2; \
+GB/s = minimum bytes / kernel time; % copy: of the measured device-to-device copy; exec µs: the whole \
+`fd.execute` timed the same way (host overhead included where it dominates); eager / compile: torch \
+on the same inputs; × = torch time / fuser kernel time (> 1: fuser faster)."""
+
+
+def render_markdown(run: dict) -> str:
+    m = run["machine"]
+    gpu = run.get("gpu_info")
+    where = f"{m['cpu']} ({m['nproc']} cpus), {m['platform']}"
+    if gpu:
+        where += f"; GPU: {gpu['name']} ({gpu['capability']}, L2 {gpu['l2_bytes'] >> 20} MiB)"
+    out = [f"### {m['date']} — backend `{run['backend']}`, {run['mode']} mode, commit `{m['commit']}`", "",
+           f"Machine: {where}. Python {m['python']}, numpy {m['numpy']}, {m.get('cxx', '')}, "
+           f"CUDA compilers: {', '.join(m.get('cuda_compilers', {}).values()) or 'none'}"
+           + (f", torch {gpu['torch']}" if gpu and gpu.get("torch") else "") + ".", "",
+           f"Command: `{run['command']}` ({run['wall_s']:.0f} s; load average "
+           f"{_load(m.get('loadavg_start'))} at the start, {_load(run.get('loadavg_end'))} at the end).", "",
+           table(run["rows"], gpu is not None), ""]
+    tiny = run.get("tiny_overhead")
+    if tiny and "error" not in tiny:
+        out.append(f"Host overhead of a cached `execute` of {tiny['fusion']} (medians of {tiny['calls']} calls): "
+                   f"{tiny['real_kernel_us']:.1f} µs with its real kernel; {tiny['with_empty_kernels_us']:.1f} µs with "
+                   f"the kernel swapped for an empty one, of which {tiny['host_us']:.1f} µs is fuser's own share and "
+                   f"{tiny['in_launch_us']:.1f} µs the launch call with the real arguments' marshalling (the empty "
+                   f"kernel's launch alone, grid {tiny['empty_grid'][0]}, block {tiny['empty_block'][0]}: "
+                   f"{tiny['empty_launch_us']:.1f} µs).")
+    elif tiny:
+        out.append(f"Host overhead: failed ({tiny['error']}).")
+    if run.get("copy"):
+        c = run["copy"]
+        out.append(f"Device-to-device copy of {c['bytes'] >> 20} MiB: {c['gbps']:.0f} GB/s (read + write).")
+    out += ["", LEGEND + (" " + GPU_LEGEND if gpu else "")]
+    if run.get("not_run"):
+        out += ["", f"Not run (--budget spent): {', '.join(run['not_run'])}."]
+    errors = [(r, e) for r in run["rows"] for e in r.get("errors", [])]
+    if errors:
+        out += ["", "Failures (†):"]
+        out += [f"- {r['kind']} {r['dtype']} {_shape(r['shape'])}: {e}" for r, e in errors]
+    return "\n".join(out) + "\n"
+
+
+def append_results(run: dict, markdown: str) -> None:
+    with open(RESULTS_MD, "a") as f:
+        if f.tell() == 0:
+            f.write("# fuser benchmark results\n\nAppended by `python -m benchmarks` (one section per run).\n\n")
+        f.write(markdown + "\n")
+    runs = []
+    if RESULTS_JSON.exists():
+        try:
+            runs = json.loads(RESULTS_JSON.read_text())
+        except json.JSONDecodeError:
+            runs = []
+    runs.append(run)
+    RESULTS_JSON.write_text(json.dumps(runs, indent=1, default=str) + "\n")
+
+
+PLACEHOLDER = "<!-- BENCHMARK TABLE -->"
+
+
+def update_readme(markdown: str, backend: str, readme: Path = README) -> str:
+    """Put this run's markdown in README.md between `<!-- fuser-bench:BACKEND:begin -->` and
+    `<!-- fuser-bench:BACKEND:end -->` (replacing what a previous run put there); the first time,
+    those markers replace the `<!-- BENCHMARK TABLE -->` placeholder (the cpu section first, a gpu
+    section after it). Returns what happened."""
+    begin, end = f"<!-- fuser-bench:{backend}:begin -->", f"<!-- fuser-bench:{backend}:end -->"
+    section = f"{begin}\n{markdown.rstrip()}\n{end}"
+    if not readme.exists():
+        return f"{readme} does not exist; not changed"
+    text = readme.read_text()
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: section, text)
+    elif PLACEHOLDER in text:
+        text = text.replace(PLACEHOLDER, f"{PLACEHOLDER}\n\n{section}" if backend != "cpu" else f"{section}\n\n{PLACEHOLDER}"
+                            , 1)
+    else:
+        return f"{readme} has neither {PLACEHOLDER} nor the markers {begin} … {end}; not changed"
+    readme.write_text(text)
+    return f"updated the {backend} section of {readme}"

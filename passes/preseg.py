@@ -1,0 +1,40 @@
+"""`fuser-preseg`: the default pre-segmentation pipeline.
+
+    remove-bcast-squeeze → consecutive-cast → remove-bcast-squeeze
+      → allocation-order-inference → dce
+
+The second remove-bcast-squeeze catches broadcast/squeeze pairs that only meet once cast
+chains between them are folded. `dce` (xDSL's) drops ops left without uses. xDSL's
+`canonicalize` and `cse` are not part of it: the fuser patterns above do the cleanup this
+stage needs, and cse would merge values that a later stage may want apart (outputs).
+
+Callable from Python: `PresegPass().apply(make_context(), module)`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects import builtin
+from xdsl.passes import Context, ModulePass
+from xdsl.transforms.dead_code_elimination import DeadCodeElimination
+
+from passes.allocation_order import AllocationOrderInferencePass
+from passes.consecutive_cast import ConsecutiveCastPass
+from passes.remove_bcast_squeeze import RemoveBcastSqueezePass
+
+
+@dataclass(frozen=True)
+class PresegPass(ModulePass):
+    """The default pre-segmentation pipeline; `swap-unary` is passed to remove-bcast-squeeze."""
+
+    name = "fuser-preseg"
+
+    swap_unary: bool = True
+
+    def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
+        remove = RemoveBcastSqueezePass(swap_unary=self.swap_unary)
+        remove.apply(ctx, op)
+        ConsecutiveCastPass().apply(ctx, op)
+        remove.apply(ctx, op)
+        AllocationOrderInferencePass().apply(ctx, op)
+        DeadCodeElimination().apply(ctx, op)

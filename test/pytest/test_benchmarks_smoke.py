@@ -1,0 +1,42 @@
+"""Smoke test of the benchmark harness (benchmarks/): one case at its smallest shape on the cpu
+backend, plus the table rendering. The benchmarks themselves are never part of the test run
+(`python -m benchmarks --quick`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import cases, measure, report
+from lowering.cpu_runtime import cpu_compiler_available
+
+
+def test_every_case_matches_its_reference_on_the_interpreter():
+    # The numpy references and the fusion definitions agree (no compiler involved).
+    for kind in cases.KINDS.values():
+        dtype = kind.quick[0][0]
+        case = cases.Case(kind.name, dtype, kind.tiny)
+        inputs = case.inputs()
+        ok, err = cases.check(case.build().execute(inputs, backend="reference"), case.reference(inputs))
+        assert ok, f"{case.label}: error {err}"
+
+
+def test_minimum_bytes_and_row_cutting():
+    case = cases.Case("softmax", "f32", (8192, 32768))
+    assert case.min_bytes() == 2 * 4 * 8192 * 32768
+    cut = case.with_rows(64 << 20)
+    assert cut[1] == 32768 and case.spec.min_bytes(cut, "f32") <= 64 << 20
+
+
+@pytest.mark.skipif(not cpu_compiler_available(), reason="no g++ for the CPU backend")
+def test_one_case_on_the_cpu_backend(tmp_path, monkeypatch):
+    monkeypatch.setenv("FUSER_CACHE_DIR", str(tmp_path))
+    case = cases.Case("bcast_chain", "f32", cases.KINDS["bcast_chain"].tiny)
+    row = measure.run_case(case, "cpu", exec_reps=1, empty=measure.EmptyKernel("cpu"), host_calls=50)
+    assert row["check_ok"], row
+    assert row["kernels"] >= 1
+    assert row["bytes_ratio"] > 0
+    assert "error" not in row["host"], row["host"]
+    assert row["host"]["with_empty_kernels_us"] >= row["host"]["host_us"] > 0
+    row.update(kind=case.kind, dtype=case.dtype, backend="cpu")
+    text = report.table([row], gpu=False)
+    assert "bcast_chain" in text and text.count("\n") == 2
