@@ -59,24 +59,9 @@ def error_text(e: BaseException) -> str:
     return f"{type(e).__name__}: {first}"[:300]
 
 
-def compiled_entry(fd):
-    """The executor's CompiledFusion of the last execute (private: no public hook yet)."""
-    executor = getattr(fd, "_executor", None)
-    return getattr(getattr(executor, "_local", None), "last", None)
-
-
 def compile_timings(fd) -> dict[str, float]:
-    entry = compiled_entry(fd)
-    return dict(getattr(entry, "timings", {}) or {})
-
-
-def emitted_kernels(fd) -> list:
-    """EmittedKernel objects of the last-compiled schedule variant (for needs_sync), or []."""
-    entry = compiled_entry(fd)
-    variants = getattr(entry, "variants", None) or {}
-    if not variants:
-        return []
-    return list(list(variants.values())[-1].kernels)
+    """Seconds spent in passes / segment / emission / compile for the last compilation."""
+    return dict(fd.last_compile_info())
 
 
 def median_ns(fn: Callable[[], object], calls: int, warmup: int, between: Callable[[], object] | None = None,
@@ -337,8 +322,7 @@ def tiny_fusion_overhead(backend: str, empty: EmptyKernel, calls: int, array_fn=
         inputs = [array_fn(a) for a in inputs]
     fd.execute(inputs, backend=backend)
     k = fd.last_kernels()[0]
-    emitted = emitted_kernels(fd)
-    needs_sync = bool(getattr(emitted[0], "needs_sync", True)) if emitted else True
+    needs_sync = any(k.needs_sync for k in fd.last_kernels())
     record = {"fusion": "x + y, [8] f32", "grid": list(k.grid), "block": list(k.block),
               "real_kernel_us": median_ns(lambda: fd.execute(inputs, backend=backend), calls,
                                           warmup=max(10, calls // 20), between=sync, every=64) / 1e3}

@@ -122,7 +122,6 @@ def table(rows: list[dict], gpu: bool) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for row in rows:
         cold = (row.get("compile") or {}).get("cold") or {}
-        warm = (row.get("compile") or {}).get("warm") or {}
         bytes_cell = _f(row.get("bytes_ratio"), "{:.2f}")
         if row.get("bytes_shape") and row.get("bytes_ratio") is not None and row["bytes_shape"] != row["shape"]:
             bytes_cell += f" @{_shape(row['bytes_shape'])}"

@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
-import numpy as np
 from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, Float64Type, FloatAttr, IntegerAttr, ModuleOp, i1, i64
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
@@ -262,6 +261,13 @@ class FusionDefinition:
     def last_kernels(self):
         """One record per kernel launched by the last `execute`."""
         return self._get_executor().last_kernels()
+
+    def last_compile_info(self) -> dict[str, float]:
+        """Where compile time went for the last execution: passes_s, segment_s, emission_s,
+        compile_s (seconds; empty for the reference backend)."""
+        if self._executor is None:
+            return {}
+        return self._executor.last_compile_info()
 
     def last_cuda_code(self) -> str:
         """The CUDA source of the last execution (empty for the reference backend)."""

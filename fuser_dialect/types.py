@@ -22,7 +22,6 @@ from xdsl.dialects.builtin import (
     Float16Type,
     Float32Type,
     Float64Type,
-    IntegerType,
     i1,
     i32,
     i64,

@@ -17,7 +17,9 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
 from fuser_dialect.extents import ExtentPlan
-from fuser_dialect.fusion import make_context, the_fusion
+from fuser_dialect.fusion import make_context, output_order, the_fusion
+from fuser_dialect.ops_resize import SliceOp
+from fuser_dialect.types import TensorType, numpy_dtype
 from lowering.emit_cuda import EmittedKernel
 from lowering.kernel import KernelPlan
 from lowering.kernel import Scheduler
@@ -35,6 +37,19 @@ class CompiledKernels:
     compile_seconds: float
 
 
+@dataclass(frozen=True)
+class LaunchFacts:
+    """What every launch of a compiled fusion needs from its IR, read once."""
+
+    fusion: func.FuncOp
+    args: tuple
+    tensor_args: frozenset
+    returned: list
+    output_layout: dict
+    dtypes: dict
+    has_slices: bool
+
+
 @dataclass
 class CompiledFusion:
     module: ModuleOp
@@ -44,9 +59,26 @@ class CompiledFusion:
     variants: dict[tuple[Schedule, ...], CompiledKernels] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    @property
+    @cached_property
     def fusion(self) -> func.FuncOp:
         return the_fusion(self.module)
+
+    @cached_property
+    def launch_facts(self) -> LaunchFacts:
+        f = self.fusion
+        args = tuple(f.body.block.args)
+        ret = f.body.block.last_op
+        assert isinstance(ret, func.ReturnOp)
+        values = [v for p in self.plans for v in p.outputs]
+        return LaunchFacts(
+            fusion=f,
+            args=args,
+            tensor_args=frozenset(a for a in args if isinstance(a.type, TensorType)),
+            returned=list(ret.arguments),
+            output_layout={v: output_order(f, i)[0] for i, v in enumerate(ret.arguments)},
+            dtypes={v: numpy_dtype(v.type.dtype) for v in values},
+            has_slices=any(isinstance(op, SliceOp) for op in f.body.block.ops),
+        )
 
     @cached_property
     def extent_plan(self) -> ExtentPlan:

@@ -37,7 +37,6 @@ from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType, dtype_name
 from lowering import cuda_exprs as X
 from lowering.kernel import KernelPlan
 from lowering.schedule import Schedule
-from lowering.segment import DROP, FULL, KEEP
 
 
 @dataclass(frozen=True)

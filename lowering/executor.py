@@ -21,7 +21,7 @@ from fuser_dialect.inputs import check_inputs, is_torch_tensor
 from lowering.cache import FusionCache
 from lowering.cache_key import make_key
 from lowering.compiled import build_compiled_fusion
-from lowering.gather_checks import check_index_ranges
+from lowering.gather_checks import check_index_ranges, index_ops
 from lowering.launch import DeviceMemory, KernelRecord, Launcher
 
 DISABLE_RESIZE_EXTENTS = "concretize_resize_extents"
@@ -49,6 +49,7 @@ class FusionExecutor:
         self.module = module
         self.fusion = the_fusion(module)
         self.plan = ExtentPlan(self.fusion)
+        self.has_index_ops = bool(index_ops(self.fusion))
         self.cache = FusionCache()
         self._compiles = 0
         self._reuses = 0
@@ -61,7 +62,8 @@ class FusionExecutor:
         checked = check_inputs(self.fusion, inputs)
         shapes, scalars = runtime_arguments(self.plan, checked)
         source_extents = self.plan.evaluate(shapes, scalars)
-        check_index_ranges(self.fusion, checked, source_extents)
+        if self.has_index_ops:
+            check_index_ranges(self.fusion, checked, source_extents)
         key = make_key(self.plan, checked, backend, resize_extents, extents=source_extents)
         compiled = self.cache.lookup_or_build(
             key, lambda: build_compiled_fusion(self.module, shapes, scalars, backend, resize_extents)
@@ -85,6 +87,12 @@ class FusionExecutor:
         info = self.cache.info()
         with self._lock:
             return CacheInfo(self._reuses, self._compiles, list(info.entries))
+
+    def last_compile_info(self) -> dict[str, float]:
+        """Seconds the last execution's entry spent compiling: passes_s, segment_s (when it was
+        built), emission_s and compile_s (its latest kernel compilation)."""
+        last = getattr(self._local, "last", None)
+        return dict(last.timings) if last is not None else {}
 
     def last_kernels(self) -> list[KernelRecord]:
         return list(getattr(self._local, "records", []))

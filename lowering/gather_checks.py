@@ -44,10 +44,13 @@ def _cheap(fusion: func.FuncOp, op, checked: Sequence[object]) -> bool:
     return largest <= _MAX_CONE_INPUT_RATIO * max(index_numel, smallest)
 
 
+def index_ops(fusion: func.FuncOp) -> list:
+    return [op for op in fusion.body.block.ops if isinstance(op, (GatherOp, TakeAlongAxisOp, IndexSelectOp))]
+
+
 def check_index_ranges(fusion: func.FuncOp, checked: Sequence[object], extents) -> None:
     """Raises IndexError naming the index and the extent when an index is out of range."""
-    ops = [op for op in fusion.body.block.ops if isinstance(op, (GatherOp, TakeAlongAxisOp, IndexSelectOp))]
-    for op in ops:
+    for op in index_ops(fusion):
         if not _cheap(fusion, op, checked):
             continue
         args = list(fusion.body.block.args)

@@ -14,9 +14,8 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.ir import SSAValue
 
-from fuser_dialect.fusion import output_order
 from fuser_dialect.inputs import to_numpy
-from fuser_dialect.types import TensorType, numpy_dtype
+from fuser_dialect.types import TensorType
 from lowering.compiled import CompiledFusion, CompiledKernels
 from lowering.emit_cuda import EmittedKernel, Param
 
@@ -34,6 +33,8 @@ class KernelRecord:
     source: str
     bytes_loaded: int | None = None
     bytes_stored: int | None = None
+    needs_sync: bool = True
+    """Uses barriers or warp shuffles (the cpu backend then runs threads as fibers)."""
 
 
 def empty_like_layout(shape: Sequence[int], dtype: np.dtype, order: Sequence[int] | None) -> np.ndarray:
@@ -120,19 +121,16 @@ class Launcher:
         self.kernels = kernels
         self.rt = extents
         self.mem = memory or HostMemory()
-        self.fusion: func.FuncOp = compiled.fusion
-        self.buffers = {
-            a: self.mem.adopt(v) for a, v in zip(self.fusion.body.block.args, checked) if isinstance(a.type, TensorType)
-        }
-        self.slice_facts = {f.op: f for f in extents.resizes if f.name == "fuser.slice"}
-        ret = self.fusion.body.block.last_op
-        assert isinstance(ret, func.ReturnOp)
-        self.output_layout = {v: output_order(self.fusion, i)[0] for i, v in enumerate(ret.arguments)}
-        self.returned = list(ret.arguments)
+        facts = compiled.launch_facts
+        self.fusion: func.FuncOp = facts.fusion
+        self.buffers = {a: self.mem.adopt(v) for a, v in zip(facts.args, checked) if a in facts.tensor_args}
+        self.slice_facts = {f.op: f for f in extents.resizes if f.name == "fuser.slice"} if facts.has_slices else {}
+        self.output_layout = facts.output_layout
+        self.returned = facts.returned
 
     def allocate(self, v: SSAValue):
         shape = self.rt.shape(v)
-        dtype = numpy_dtype(v.type.dtype)  # type: ignore[union-attr]
+        dtype = self.compiled.launch_facts.dtypes[v]
         buf = self.mem.empty(shape, dtype, self.output_layout.get(v), None)
         self.buffers[v] = buf
         return buf
@@ -175,16 +173,13 @@ class Launcher:
             elif backend == "cpu":
                 loaded = stored = 0
             records.append(KernelRecord(kernel.name, plan.scheduler.value, grid, (block, 1, 1),
-                                        kernel.source, loaded, stored))
+                                        kernel.source, loaded, stored, kernel.needs_sync))
         return [self.result(v) for v in self.returned], records
 
     def result(self, v: SSAValue):
         if isinstance(v.type, TensorType):
             out = self.mem.output(self.buffers[v])
             # A fusion input returned as is: outputs never alias inputs.
-            return np.array(out, copy=True) if _is_input(self.fusion, v) and isinstance(out, np.ndarray) else out
+            return np.array(out, copy=True) if v in self.compiled.launch_facts.tensor_args and isinstance(out, np.ndarray) else out
         return self.rt.scalars[v]
 
-
-def _is_input(fusion: func.FuncOp, v: SSAValue) -> bool:
-    return v in fusion.body.block.args
