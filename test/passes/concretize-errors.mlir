@@ -13,7 +13,7 @@
 // ERR-MISMATCH: fuser-opt: error: fuser.binary mul: dim 2 has extents 4 and 5 at run time, which neither match nor broadcast
 // ERR-ROWS: fuser-opt: error: fuser.binary add: dim 0 has extents 3 and 7 at run time, which neither match nor broadcast
 // ERR-SCALAR: fuser-opt: error: fuser.pad: the left pad width of dim 1 depends on a scalar input that was given no value
-// ERR-CROP: fuser-opt: error: fuser.pad: dim 1 of extent 10 padded by (-6, -22) at run time crops 28 elements, more than it has
+// ERR-CROP: fuser-opt: error: fuser.pad: dim 1 of extent 10 padded by (-6, -22) at run time has negative extent -18
 // ERR-NO-EXTENTS: fuser-opt: error: concretize: input 0 (f32[?, ?, ?, ?, ?]), input 1 (f32[?, ?, ?, ?, ?]) have dynamic extents; give the shape of every tensor input with extents="AxB;C"
 // ERR-COUNT: fuser-opt: error: concretize: extents="8x3x2x5x6" gives 1 shape(s) but the fusion has 2 tensor input(s) (f32[?, ?, ?, ?, ?], f32[?, ?, ?, ?, ?])
 // ERR-SYNTAX: fuser-opt: error: concretize: extents entry "8x?x4x9x5" for input 1 is not `x`-separated non-negative integers
