@@ -1,9 +1,12 @@
 """`fuser-preseg`: the default pre-segmentation pipeline.
 
     remove-bcast-squeeze → consecutive-cast → remove-bcast-squeeze
-      → allocation-order-inference → dce
+      → gather-to-take-along-axis → move-gather → allocation-order-inference → dce
 
-The second remove-bcast-squeeze catches broadcast/squeeze pairs that only meet once cast
+gather-to-take-along-axis turns statically exact gathers into take_along_axis (the executor's
+concretization also converts the gathers found exact at run time), and move-gather then
+picks the looked-up values from before a unary op or cast, so cross-entropy reads its bf16
+logits directly. The second remove-bcast-squeeze catches broadcast/squeeze pairs that only meet once cast
 chains between them are folded. `dce` (xDSL's) drops ops left without uses. xDSL's
 `canonicalize` and `cse` are not part of it: the fuser patterns above do the cleanup this
 stage needs, and cse would merge values that a later stage may want apart (outputs).
@@ -20,6 +23,8 @@ from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
 from passes.allocation_order import AllocationOrderInferencePass
 from passes.consecutive_cast import ConsecutiveCastPass
+from passes.gather_to_take_along_axis import GatherToTakeAlongAxisPass
+from passes.move_gather import MoveGatherPass
 from passes.remove_bcast_squeeze import RemoveBcastSqueezePass
 
 
@@ -36,5 +41,7 @@ class PresegPass(ModulePass):
         remove.apply(ctx, op)
         ConsecutiveCastPass().apply(ctx, op)
         remove.apply(ctx, op)
+        GatherToTakeAlongAxisPass().apply(ctx, op)
+        MoveGatherPass().apply(ctx, op)
         AllocationOrderInferencePass().apply(ctx, op)
         DeadCodeElimination().apply(ctx, op)

@@ -2,7 +2,7 @@
 // RUN: fuser-opt %s --split-input-file -p 'fuser-preseg{swap-unary=false}' | filecheck %s --check-prefixes=CHECK,NOSWAP
 // The stages one by one (remove-bcast-squeeze alone leaves the casts to consecutive-cast):
 // RUN: fuser-opt %s --split-input-file -p remove-bcast-squeeze | filecheck %s --check-prefix=RBS
-// RUN: fuser-opt %s --split-input-file -p remove-bcast-squeeze,consecutive-cast,remove-bcast-squeeze,allocation-order-inference,dce | filecheck %s --check-prefixes=CHECK,SWAP
+// RUN: fuser-opt %s --split-input-file -p remove-bcast-squeeze,consecutive-cast,remove-bcast-squeeze,gather-to-take-along-axis,move-gather,allocation-order-inference,dce | filecheck %s --check-prefixes=CHECK,SWAP
 
 // A RoPE-backward-like fusion (the shape of Thunder's traces): cos and sin arrive as bf16
 // [S, D], go through broadcast → bf16→f32 cast → squeeze → f32→bf16 cast → broadcast before
@@ -111,3 +111,17 @@ func.func @layouts(%x: !fuser.tensor<?x?x?x?xf32, order [3, 0, 2, 1]>, %y: !fuse
 // NOSWAP-NEXT:   %b = fuser.broadcast %y dims [4]
 // NOSWAP-NEXT:   %e = fuser.unary exp %b
 // NOSWAP-NEXT:   %s = fuser.squeeze %e dims [4]
+
+// -----
+
+// Cross-entropy's target logit: the cast of the bf16 logits is not materialised for the
+// gather; the gather is exact (static extents) and reads the bf16 input directly.
+// CHECK-LABEL: func.func @ce_target
+// CHECK-NEXT:    %[[G:[0-9]+]] = fuser.take_along_axis %x[%i] dim 1 : (!fuser.tensor<8x32xbf16>, !fuser.tensor<8xbxi64>) -> !fuser.tensor<8xbxbf16>
+// CHECK-NEXT:    fuser.cast %[[G]] : !fuser.tensor<8xbxbf16> -> !fuser.tensor<8xbxf32>
+// CHECK-NOT:     fuser.gather
+func.func @ce_target(%x: !fuser.tensor<8x32xbf16>, %i: !fuser.tensor<8xbxi64>) -> !fuser.tensor<8xbxf32> {
+  %c = fuser.cast %x : !fuser.tensor<8x32xbf16> -> !fuser.tensor<8x32xf32>
+  %0 = fuser.gather %c[%i] dim 1 : (!fuser.tensor<8x32xf32>, !fuser.tensor<8xbxi64>) -> !fuser.tensor<8xbxf32>
+  func.return %0 : !fuser.tensor<8xbxf32>
+}
