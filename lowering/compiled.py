@@ -23,7 +23,8 @@ from fuser_dialect.types import TensorType, numpy_dtype
 from lowering.emit_cuda import EmittedKernel
 from lowering.kernel import KernelPlan
 from lowering.kernel import Scheduler
-from lowering.render import invariant_prefixes, render
+from lowering.render import pointwise_facts, render
+from lowering.schedule import vector_width
 from lowering.schedule import Schedule, choose_schedule
 from lowering.segment import plan_kernels
 
@@ -85,13 +86,21 @@ class CompiledFusion:
         """Run-time extents of the concretized fusion (kernel arguments), read once."""
         return ExtentPlan(self.fusion)
 
-    def schedules(self, extents) -> tuple[Schedule, ...]:
-        """The schedule of every kernel for these run-time extents."""
-        return tuple(
-            choose_schedule(p, [extents.shape(v) for v in p.domain_values()],
-                            invariant_prefixes(p) if p.scheduler == Scheduler.POINTWISE else ())
-            for p in self.plans
-        )
+    def schedules(self, extents, checked: Sequence[object] = ()) -> tuple[Schedule, ...]:
+        """The schedule of every kernel for these run-time extents (and input arrays, whose
+        strides and alignment decide vector widths)."""
+        arrays = dict(zip(self.launch_facts.args, checked))
+        result = []
+        for p in self.plans:
+            shapes = [extents.shape(v) for v in p.domain_values()]
+            if p.scheduler != Scheduler.POINTWISE:
+                result.append(choose_schedule(p, shapes))
+                continue
+            facts = pointwise_facts(p)
+            vec = tuple(vector_width(f, g, s, arrays, self.launch_facts.output_layout)
+                        for f, g, s in zip(facts, p.groups, shapes))
+            result.append(choose_schedule(p, shapes, tuple(f.invariant_prefix for f in facts), vec))
+        return tuple(result)
 
     def kernels_for(self, schedules: tuple[Schedule, ...]) -> tuple[CompiledKernels, bool]:
         """(kernels, compiled_now). Compiles under the entry's lock: once per schedule tuple."""

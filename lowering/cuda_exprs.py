@@ -23,6 +23,14 @@ template <typename T> __device__ __forceinline__ T fuser_max(T a, T b) { return 
 template <typename T> __device__ __forceinline__ T fuser_min(T a, T b) { return (a < b || a != a) ? a : b; }
 template <typename T> __device__ __forceinline__ T fuser_sum(T a, T b) { return a + b; }
 template <typename T> __device__ __forceinline__ T fuser_prod(T a, T b) { return a * b; }
+// Integer division and remainder that never trap (the CPU backend would die of SIGFPE): a zero
+// divisor gives 0 (the reference raises; a kernel cannot), MIN / -1 wraps as on the GPU.
+template <typename T> __device__ __forceinline__ T fuser_idiv(T a, T b) {
+  return b == (T)0 ? (T)0 : b == (T)-1 ? (T)(0ULL - (unsigned long long)a) : (T)(a / b);
+}
+template <typename T> __device__ __forceinline__ T fuser_imod(T a, T b) {
+  return (b == (T)0 || b == (T)-1) ? (T)0 : (T)(a % b);
+}
 struct FuserSumOp { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; } };
 struct FuserProdOp { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a * b; } };
 struct FuserMaxOp { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return fuser_max(a, b); } };
@@ -159,6 +167,8 @@ _INFIX = {
 def binary_expr(kind: BinaryKind, a: str, b: str, dtype: str) -> str:
     """`dtype` is the operands' (compute) dtype."""
     is_float = dtype in FLOATS
+    if kind == BinaryKind.DIV and not is_float:
+        return f"fuser_idiv<{COMPUTE_TYPE[dtype]}>({a}, {b})"
     if kind in _INFIX:
         return f"({a} {_INFIX[kind]} {b})"
     match kind:
@@ -167,7 +177,7 @@ def binary_expr(kind: BinaryKind, a: str, b: str, dtype: str) -> str:
                 return f"{_fn('pow', dtype)}({a}, {b})"
             return f"(({COMPUTE_TYPE[dtype]})pow((double)({a}), (double)({b})))"
         case BinaryKind.FMOD:
-            return f"{_fn('fmod', dtype)}({a}, {b})" if is_float else f"({a} % {b})"
+            return f"{_fn('fmod', dtype)}({a}, {b})" if is_float else f"fuser_imod<{COMPUTE_TYPE[dtype]}>({a}, {b})"
         case BinaryKind.MAXIMUM:
             return f"fuser_max({a}, {b})"
         case BinaryKind.MINIMUM:

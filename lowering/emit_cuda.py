@@ -84,6 +84,7 @@ _ROW_INVARIANT = re.compile(r"r\d+|\d+")
 """An index component naming only reduced-dim variables or constants (no row variable)."""
 
 
+_LANE = re.compile(r"iv(\d+)")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _NUMBER = re.compile(r"\b\d+(LL)?\b")
 _PARAM = re.compile(r"(ext|st|ss|sc)\d+")
@@ -140,7 +141,9 @@ class KernelEmitter:
         self.load_phases: dict[tuple, set[int]] = {}
         self.invariant: dict[tuple, tuple[str, str]] = {}  # row-invariant load key -> (buffer, ctype)
         self.hoist: _Hoist | None = None
-        self.loads_seen: list[tuple[str, ...]] | None = None  # set by analyses that read load indices
+        self.loads_seen: list[tuple[SSAValue, tuple[str, ...]]] | None = None  # analyses read load indices
+        self.vec = 1  # pointwise: elements per vector access in the innermost dim (1 = scalar)
+        self.vector_loads: dict[tuple, str] = {}
         self.needs_sync = False
 
     # -- output helpers -------------------------------------------------------------
@@ -230,9 +233,13 @@ class KernelEmitter:
         loop = self.s.loop
         key = (v, idx)
         if self.loads_seen is not None:
-            self.loads_seen.append(idx)
+            self.loads_seen.append((v, idx))
         if self.hoist is not None and not self.s.cond_depth and self.hoist.accepts(idx):
             return self.hoisted_load(key, ctype, raw)
+        if self.vec > 1 and not self.s.cond_depth:
+            lane = _LANE.fullmatch(idx[-1]) if idx else None
+            if lane is not None and v.type.shape[-1] != BROADCAST:
+                return self.vector_load(v, idx, int(lane.group(1)), ctype)
         if loop is None or self.s.cond_depth:
             return self.tmp(ctype, raw, "v")
         if all(_ROW_INVARIANT.fullmatch(i) for i in idx):
@@ -247,6 +254,35 @@ class KernelEmitter:
             self.filled.add(key)
             self.line(f"{buf}[{loop.slot}] = {raw};")
         return self.tmp(ctype, f"{buf}[{loop.slot}]", "v")
+
+    def vector_load(self, v: SSAValue, idx: tuple[str, ...], lane: int, ctype: str) -> str:
+        """Element `lane` of a VEC-wide load of v's innermost dim (one access for all lanes)."""
+        key = (v, idx[:-1])
+        if key not in self.vector_loads:
+            self.s.counter += 1
+            name = f"vl{self.s.counter}"
+            storage = X.STORAGE_TYPE[v.type.dtype]  # type: ignore[union-attr]
+            ptr = self.tensor_ptr(v, False)
+            self.line(f"{storage} {name}[{self.vec}];")
+            self.line(f"fuser_ld_vec<{self.vec}>({ptr}, {self.offset(v, (*idx[:-1], 'iv0'))}, {name});")
+            self.vector_loads[key] = name
+        raw = X.load_expr(f"{self.vector_loads[key]}[{lane}]", v.type.dtype)  # type: ignore[union-attr]
+        return self.tmp(ctype, raw, "v")
+
+    def stage(self, out: SSAValue, vec: int) -> str:
+        self.s.counter += 1
+        name = f"so{self.s.counter}"
+        self.line(f"{X.STORAGE_TYPE[out.type.dtype]} {name}[{vec}];")  # type: ignore[union-attr]
+        return name
+
+    def stage_value(self, out: SSAValue, staged: str, lane: int, idx: Sequence[str]) -> None:
+        value = self.emit(out, idx)
+        self.line(f"{staged}[{lane}] = {X.store_expr(value, out.type.dtype)};")  # type: ignore[union-attr]
+
+    def store_vector(self, out: SSAValue, staged: str, idx: Sequence[str], vec: int) -> None:
+        ptr = self.tensor_ptr(out, True)
+        offset = self.offset(out, tuple("0" if e == BROADCAST else i for e, i in zip(out.type.shape, idx)))
+        self.line(f"fuser_st_vec<{vec}>({ptr}, {offset}, {staged});")
 
     def hoist_here(self, allowed: set[str], warp_broadcast: bool = False) -> None:
         """Loads emitted later whose index uses only `allowed` variables go here, before the

@@ -69,7 +69,7 @@ class FusionExecutor:
             key, lambda: build_compiled_fusion(self.module, shapes, scalars, backend, resize_extents)
         )
         extents = compiled.extent_plan.evaluate(shapes, scalars)
-        kernels, compiled_now = compiled.kernels_for(compiled.schedules(extents))
+        kernels, compiled_now = compiled.kernels_for(compiled.schedules(extents, checked))
         with self._lock:
             if compiled_now:
                 self._compiles += 1

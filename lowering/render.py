@@ -17,6 +17,7 @@ Kernel shapes (see lowering/schedule.py for how they are chosen):
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from fuser_dialect import ops_compute as C
 from fuser_dialect import ops_layout as L
@@ -37,10 +38,11 @@ def _accumulator_type(dtype: str) -> str:
 
 def _pointwise(em: KernelEmitter) -> None:
     groups = em.plan.groups
-    for g, (outputs, k) in enumerate(zip(groups, em.schedule.outer_dims)):
+    vecs = em.schedule.vec or (1,) * len(groups)
+    for g, (outputs, k, vec) in enumerate(zip(groups, em.schedule.outer_dims, vecs)):
         if len(groups) > 1:
             em.open(f"if (blockIdx.z == {g})")
-        _pointwise_group(em, outputs, k)
+        _pointwise_group(em, outputs, k, vec)
         if len(groups) > 1:
             em.close()
 
@@ -48,47 +50,87 @@ def _pointwise(em: KernelEmitter) -> None:
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 
 
-def invariant_prefixes(plan: KernelPlan) -> tuple[int, ...]:
-    """Per pointwise group: the most leading dims some global load does not depend on (a bias
-    broadcast over rows, a cos/sin table broadcast over batch and heads). Found once per plan
-    by emitting the group with a flat loop and reading the index of every load."""
-    cached = getattr(plan, "_invariant_prefixes", None)
+@dataclass(frozen=True)
+class GroupFacts:
+    """What the schedule of a pointwise group needs to know about its loads (found once per
+    plan by emitting the group with a flat loop and reading the index of every load)."""
+
+    invariant_prefix: int
+    """The most leading dims some global load does not depend on (a bias broadcast over rows,
+    a cos/sin table broadcast over batch and heads): those dims loop inside a thread."""
+    vector_values: tuple | None
+    """Tensors loaded with the innermost loop index as their last index and nowhere else, when
+    every load of the group is of that form or independent of it: then consecutive threads'
+    elements are consecutive in memory and VEC of them can move as one access. None: no."""
+
+
+def pointwise_facts(plan: KernelPlan) -> tuple[GroupFacts, ...]:
+    cached = getattr(plan, "_pointwise_facts", None)
     if cached is not None:
         return cached
     result = []
     for outputs in plan.groups:
         em = KernelEmitter(plan, Schedule("pointwise", 128, outer_dims=(0,) * len(plan.groups)))
         em.loads_seen = []
-        _pointwise_group(em, outputs, 0)
+        _pointwise_group(em, outputs, 0, 1)
         rank = outputs[0].type.rank
-        best = 0
-        for idx in em.loads_seen:
+        last = f"i{rank - 1}"
+        best, vector, vectorizable = 0, [], rank > 0
+        for value, idx in em.loads_seen:
             names = {n for component in idx for n in _IDENT.findall(component)}
             used = {int(n[1:]) for n in names if re.fullmatch(r"i\d+", n)}
             if names - {f"i{d}" for d in used} - {"LL"}:
-                continue  # computed indices: assume it depends on everything
+                vectorizable = False  # a computed index may hide the innermost variable
+                continue
             prefix = next((d for d in range(rank) if d in used), rank)
             best = max(best, min(prefix, rank - 1))
-        result.append(best)
-    plan._invariant_prefixes = tuple(result)  # type: ignore[attr-defined]
-    return plan._invariant_prefixes  # type: ignore[attr-defined]
+            if last in names:
+                if idx[-1] != last or any(last in _IDENT.findall(c) for c in idx[:-1]):
+                    vectorizable = False
+                elif value not in vector:
+                    vector.append(value)
+        result.append(GroupFacts(best, tuple(vector) if vectorizable else None))
+    plan._pointwise_facts = tuple(result)  # type: ignore[attr-defined]
+    return plan._pointwise_facts  # type: ignore[attr-defined]
 
 
-def _pointwise_group(em: KernelEmitter, outputs, k: int) -> None:
+def _pointwise_group(em: KernelEmitter, outputs, k: int, vec: int) -> None:
     dom = outputs[0]
     rank = dom.type.rank
     em.open("")
-    em.line(f"const long long inner = {em.numel(dom, range(k, rank))};")
+    em.line(f"const long long inner = {em.numel(dom, range(k, rank))}" + (f" / {vec};" if vec > 1 else ";"))
     em.open("for (long long lin = (long long)blockIdx.x * blockDim.x + threadIdx.x; lin < inner; "
             "lin += (long long)gridDim.x * blockDim.x)")
-    idx = em.unravel(dom, list(range(k, rank)), "lin", "i")
+    if vec > 1:
+        # The innermost dim is walked VEC elements at a time: iv0 .. iv<VEC-1> are consecutive.
+        row = f"{em.extent(dom, rank - 1)} / {vec}"
+        em.line(f"const long long iv0 = (lin % ({row})) * {vec};")
+        for j in range(1, vec):
+            em.line(f"const long long iv{j} = iv0 + {j};")
+        idx = em.unravel(dom, list(range(k, rank - 1)), f"(lin / ({row}))", "i") if rank - 1 > k else {}
+        idx[rank - 1] = "iv0"
+        lanes = [f"iv{j}" for j in range(vec)]
+    else:
+        idx = em.unravel(dom, list(range(k, rank)), "lin", "i")
+        lanes = [idx[rank - 1]] if rank else []
     if k:
         em.line(f"const long long outer = {em.numel(dom, range(k))};")
-        em.hoist_here(allowed=set(idx.values()))
+        em.hoist_here(allowed=set(idx.values()) | set(lanes))
         em.open("for (long long olin = blockIdx.y; olin < outer; olin += gridDim.y)")
         idx.update(em.unravel(dom, list(range(k)), "olin", "i"))
-    for out in outputs:
-        em.store(out, [idx[d] for d in range(rank)])
+    if vec > 1:
+        em.vec = vec
+        em.vector_loads = {}
+        staged = {out: em.stage(out, vec) for out in outputs}
+        for j, lane in enumerate(lanes):
+            for out in outputs:
+                em.stage_value(out, staged[out], j, [*(idx[d] for d in range(rank - 1)), lane])
+        for out in outputs:
+            em.store_vector(out, staged[out], [idx[d] for d in range(rank)], vec)
+        em.vec = 1
+    else:
+        for out in outputs:
+            em.store(out, [idx[d] for d in range(rank)])
     if k:
         em.close()
     em.hoist = None

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from fuser_dialect.types import numpy_dtype
 from lowering.kernel import KernelPlan, Scheduler
 
 MAX_PERSISTENT_ITERS = 32
@@ -41,6 +42,7 @@ class Schedule:
     block: int
     iters: int = 0  # inner: elements per thread held in registers (0 = dynamic loop)
     outer_dims: tuple[int, ...] = ()  # pointwise: per group, leading dims looped over in a thread
+    vec: tuple[int, ...] = ()  # pointwise: per group, elements per 16-byte access (empty: all 1)
 
     def grid(self, rows_or_elements: int) -> int:
         if self.mode == "inner":
@@ -51,8 +53,8 @@ class Schedule:
         """(blocks over the inner elements, blocks splitting the outer loop, groups): the
         largest need over the groups (each group's loops stride by the whole grid)."""
         gx = gy = 1
-        for shape, k in zip(shapes, self.outer_dims):
-            inner, outer = math.prod(shape[k:]), math.prod(shape[:k])
+        for shape, k, vec in zip(shapes, self.outer_dims, self.vec or (1,) * len(shapes)):
+            inner, outer = math.prod(shape[k:]) // vec, math.prod(shape[:k])
             x = self.grid(inner)
             gx = max(gx, x)
             gy = max(gy, min(outer, MAX_GRID, math.ceil(TARGET_BLOCKS / x)))
@@ -71,12 +73,14 @@ def _outer_dims(shape: tuple[int, ...], invariant_prefix: int) -> int:
 
 
 def choose_schedule(plan: KernelPlan, shapes: list[tuple[int, ...]],
-                    invariant_prefixes: tuple[int, ...] = ()) -> Schedule:
-    """`shapes`: the run-time shape of each of `plan.domain_values()`; `invariant_prefixes`
-    (pointwise): per group, how many leading dims some load does not depend on."""
+                    invariant_prefixes: tuple[int, ...] = (), vec: tuple[int, ...] = ()) -> Schedule:
+    """`shapes`: the run-time shape of each of `plan.domain_values()`; pointwise only:
+    `invariant_prefixes`, per group how many leading dims some load does not depend on, and
+    `vec`, per group the vector width the run-time strides and alignment allow."""
     if plan.scheduler == Scheduler.POINTWISE:
         prefixes = invariant_prefixes or (0,) * len(shapes)
-        return Schedule("pointwise", 128, outer_dims=tuple(_outer_dims(s, p) for s, p in zip(shapes, prefixes)))
+        outer = tuple(_outer_dims(s, p) for s, p in zip(shapes, prefixes))
+        return Schedule("pointwise", 128, outer_dims=outer, vec=vec if any(v > 1 for v in vec) else ())
     domain_shape = shapes[0]
     reduced = set(plan.reduced_dims)
     rank = len(domain_shape)
@@ -86,3 +90,39 @@ def choose_schedule(plan: KernelPlan, shapes: list[tuple[int, ...]],
     threads = min(1024, max(32, _round_up(math.ceil(row_len / 8), 32)))
     iters = math.ceil(row_len / threads) if row_len else 1
     return Schedule("inner", threads, iters if iters <= MAX_PERSISTENT_ITERS else 0)
+
+
+VECTOR_BYTES = 16
+
+
+def _element_strides_and_address(array) -> tuple[tuple[int, ...], int, int]:
+    if hasattr(array, "data_ptr"):  # torch
+        return tuple(array.stride()), array.data_ptr(), array.element_size()
+    return tuple(s // array.itemsize for s in array.strides), array.ctypes.data, array.itemsize
+
+
+def vector_width(facts, outputs, shape: tuple[int, ...], arrays: dict, output_layout: dict) -> int:
+    """Elements per 16-byte access for a pointwise group, or 1. Needs: loads of the innermost dim
+    only (facts.vector_values), an innermost extent divisible by the width, and every such input
+    dense in that dim with rows starting on a 16-byte boundary. Buffers fuser allocates (outputs,
+    intermediates) are aligned; an output laid out with another dim innermost is not vectorised."""
+    if facts.vector_values is None or not shape:
+        return 1
+    itemsize = max(numpy_dtype(v.type.dtype).itemsize for v in (*facts.vector_values, *outputs))
+    vec = VECTOR_BYTES // itemsize
+    if vec < 2 or shape[-1] % vec:
+        return 1
+    for out in outputs:
+        order = output_layout.get(out)
+        if order is not None and order[-1] != 0:
+            return 1
+    for v in facts.vector_values:
+        array = arrays.get(v)
+        if array is None:
+            continue
+        strides, address, size = _element_strides_and_address(array)
+        if strides[-1] != 1 or address % (vec * size):
+            return 1
+        if any(s % vec for s, e in zip(strides[:-1], array.shape[:-1]) if e > 1):
+            return 1
+    return vec

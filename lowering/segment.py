@@ -101,6 +101,10 @@ class Segmenter:
                 return Verdict(False, f"reductions over different dims {list(reduced)} and {list(r.reduced_dims)}")
             if self._shape_form(r.input, domain, set(reduced)) is None:
                 return Verdict(False, f"reduction inputs have different domains {list(domain)} and {_describe(self.sym, r.input)}")
+            shape = self.sym.shape(r.input)
+            if any(shape[d] == B and domain[d] != B for d in reduced):
+                # Its rows are shorter than the kernel's: one loop cannot reduce both.
+                return Verdict(False, f"reduction input {_describe(self.sym, r.input)} is broadcast in a reduced dim of {list(domain)}")
         forms: dict[SSAValue, str] = {}
         rset = set(reduced)
 
@@ -116,7 +120,7 @@ class Segmenter:
                 continue
             if not tainted:
                 continue
-            form = self._tainted_form(op, form_of, rset, forms)
+            form = self._tainted_form(op, form_of, rset, forms, domain)
             if form is None or form.startswith("!"):
                 why = form[1:] if form else f"{op.name} remaps the indices of a reduction result"
                 return Verdict(False, why)
@@ -132,7 +136,7 @@ class Segmenter:
         kind = Scheduler.INNER_PERSISTENT if normalization else Scheduler.REDUCTION
         return Verdict(True, scheduler=kind, domain=ref, reduced_dims=tuple(reduced), forms=forms)
 
-    def _tainted_form(self, op: Operation, form_of, rset: set[int], forms: dict) -> str | None:
+    def _tainted_form(self, op: Operation, form_of, rset: set[int], forms: dict, domain: tuple) -> str | None:
         if isinstance(op, _ELEMENTWISE):
             operand_forms = [form_of(v) for v in op.operands if isinstance(v.type, TensorType)]
             if None in operand_forms:
@@ -147,7 +151,9 @@ class Segmenter:
             ok = form_of(op.input) == KEEP and set(op.dims.get_values()) == rset
             return DROP if ok else None
         if isinstance(op, L.ExpandOp):
-            return FULL if form_of(op.input) in (FULL, KEEP) else None
+            # Only an expand back onto the rows of the domain keeps the kernel's indexing.
+            expanded = self._shape_form(op.result, domain, rset)
+            return expanded if form_of(op.input) in (FULL, KEEP) and expanded in (FULL, KEEP) else None
         if isinstance(op, (G.TakeAlongAxisOp, G.GatherOp)):
             ok = (form_of(op.input) == FULL and op.index not in forms
                   and form_of(op.index) == KEEP and rset == {op.axis})

@@ -16,7 +16,7 @@ from xdsl.utils.target import Target
 from fuser_dialect.fusion import fusion_funcs
 from fuser_dialect.types import BROADCAST, DYNAMIC
 from lowering.kernel import Scheduler
-from lowering.render import invariant_prefixes, render
+from lowering.render import pointwise_facts, render
 from lowering.schedule import choose_schedule
 from lowering.segment import plan_kernels
 
@@ -32,7 +32,9 @@ class CudaTarget(Target):
             for plan in plan_kernels(f):
                 shapes = [tuple(self.extent if e == DYNAMIC else 1 if e == BROADCAST else e for e in v.type.shape)
                           for v in plan.domain_values()]
-                prefixes = invariant_prefixes(plan) if plan.scheduler == Scheduler.POINTWISE else ()
+                prefixes = ()
+                if plan.scheduler == Scheduler.POINTWISE:
+                    prefixes = tuple(f.invariant_prefix for f in pointwise_facts(plan))
                 kernel = render(plan, choose_schedule(plan, shapes, prefixes))
                 source = kernel.source
                 if not self.prelude:
