@@ -1,0 +1,82 @@
+// `-t cuda` on pointwise kernels: one thread per element in a grid-stride loop over the
+// inner dims, 128 threads a block; every global access through fuser_ld / fuser_st.
+// RUN: fuser-opt %s --split-input-file -t cuda | filecheck %s
+// With the prelude (what NVRTC / g++ compile): the access macros and the 16-bit headers.
+// RUN: fuser-opt %s --split-input-file -t 'cuda{prelude=true}' | filecheck %s --check-prefix=PRELUDE
+
+// PRELUDE:     // fuser_prelude.cuh
+// PRELUDE:     #include <cuda_bf16.h>
+// PRELUDE:     __device__ __forceinline__ T fuser_ld(const T* ptr, I idx)
+// PRELUDE:     __device__ __forceinline__ void fuser_st(T* ptr, I idx, typename fuser_identity<T>::type value)
+// PRELUDE:     extern "C" __global__ void __launch_bounds__(128) fuser_kernel_0_pointwise(
+
+// A 1-D chain with a bf16 output: flat loop, f32 compute, one conversion at the store.
+func.func @chain(%x: !fuser.tensor<?xf32>) -> !fuser.tensor<?xbf16> {
+  %e = fuser.unary exp %x : !fuser.tensor<?xf32> -> !fuser.tensor<?xf32>
+  %n = fuser.unary neg %e : !fuser.tensor<?xf32> -> !fuser.tensor<?xf32>
+  %c = fuser.cast %n : !fuser.tensor<?xf32> -> !fuser.tensor<?xbf16>
+  func.return %c : !fuser.tensor<?xbf16>
+}
+// CHECK-LABEL: // kernel 0 of @chain: pointwise
+// CHECK-NEXT:  // scheduler: pointwise, mode: pointwise, block: 128, iters: 0
+// CHECK-NEXT:  extern "C" __global__ void __launch_bounds__(128) fuser_kernel_0_pointwise(
+// CHECK:         float const* __restrict__ [[IN:in[0-9]+]],
+// CHECK:         __nv_bfloat16* __restrict__ [[OUT:out[0-9]+]],
+// CHECK:       const long long inner = [[N:ext[0-9]+]];
+// CHECK-NEXT:  for (long long lin = (long long)blockIdx.x * blockDim.x + threadIdx.x; lin < inner; lin += (long long)gridDim.x * blockDim.x) {
+// CHECK-NEXT:    const long long i0 = lin;
+// CHECK-NEXT:    const float [[V:v[0-9]+]] = fuser_ld([[IN]], (i0) * st{{[0-9]+}});
+// CHECK-NEXT:    const float [[E:t[0-9]+]] = expf([[V]]);
+// CHECK-NEXT:    const float [[NEG:t[0-9]+]] = (-[[E]]);
+// CHECK-NEXT:    const float [[R:t[0-9]+]] = fuser_round_bf16((float)([[NEG]]));
+// CHECK-NEXT:    fuser_st([[OUT]], (i0) * st{{[0-9]+}}, __float2bfloat16([[R]]));
+// CHECK-NEXT:  }
+// CHECK:       FUSER_HOST_LAUNCHER(fuser_kernel_0_pointwise)
+
+// -----
+
+// A bias broadcast over rows: the rows become an outer loop inside each thread (blockIdx.y
+// splits it) and the bias load, which does not depend on the row, is hoisted out of it.
+func.func @bias(%x: !fuser.tensor<?x?xf32>, %b: !fuser.tensor<bx?xf16>) -> !fuser.tensor<?x?xf32> {
+  %c = fuser.cast %b : !fuser.tensor<bx?xf16> -> !fuser.tensor<bx?xf32>
+  %a = fuser.binary add %x, %c : (!fuser.tensor<?x?xf32>, !fuser.tensor<bx?xf32>) -> !fuser.tensor<?x?xf32>
+  func.return %a : !fuser.tensor<?x?xf32>
+}
+// CHECK-LABEL: // kernel 0 of @bias: pointwise
+// CHECK:       __launch_bounds__(128)
+// CHECK:       for (long long lin = (long long)blockIdx.x * blockDim.x + threadIdx.x; lin < inner; lin += (long long)gridDim.x * blockDim.x) {
+// CHECK-NEXT:    const long long i1 = lin;
+// CHECK-NEXT:    const long long outer = ext{{[0-9]+}};
+// CHECK-NEXT:    const float [[H:h[0-9]+]] = __half2float(fuser_ld(in{{[0-9]+}}, (i1) * st{{[0-9]+}}));
+// CHECK-NEXT:    for (long long olin = blockIdx.y; olin < outer; olin += gridDim.y) {
+// CHECK-NEXT:      const long long i0 = olin;
+// CHECK-NEXT:      const float [[X:v[0-9]+]] = fuser_ld(in{{[0-9]+}}, (i0) * st{{[0-9]+}} + (i1) * st{{[0-9]+}});
+// CHECK-NOT:       fuser_ld
+// CHECK:           fuser_st(out{{[0-9]+}}, (i0) * st{{[0-9]+}} + (i1) * st{{[0-9]+}}, t{{[0-9]+}});
+
+// -----
+
+// Outputs of unrelated extents: one launch, blockIdx.z picks the group; pad reads its input
+// only inside the bounds test.
+func.func @groups(%x: !fuser.tensor<?x?xf32>) -> (!fuser.tensor<?x?xf32>, !fuser.tensor<?x?xf32>) {
+  %e = fuser.unary exp %x : !fuser.tensor<?x?xf32> -> !fuser.tensor<?x?xf32>
+  %zero = arith.constant 0.000000e+00 : f64
+  %p = fuser.pad %x [0:0, 1:1] value %zero : (!fuser.tensor<?x?xf32>, f64) -> !fuser.tensor<?x?xf32>
+  func.return %e, %p : !fuser.tensor<?x?xf32>, !fuser.tensor<?x?xf32>
+}
+// CHECK-LABEL: // kernel 0 of @groups: pointwise
+// CHECK:       if (blockIdx.z == 0) {
+// CHECK:         for (long long lin = (long long)blockIdx.x * blockDim.x + threadIdx.x; lin < inner; lin += (long long)gridDim.x * blockDim.x) {
+// CHECK:           expf(
+// CHECK:           fuser_st(
+// CHECK:       if (blockIdx.z == 1) {
+// CHECK:         for (long long lin = (long long)blockIdx.x * blockDim.x + threadIdx.x; lin < inner; lin += (long long)gridDim.x * blockDim.x) {
+// CHECK:           const long long [[J:j[0-9]+]] = (i1) - 1LL;
+// CHECK-NEXT:      float [[P:p[0-9]+]] = ((float)0.0);
+// CHECK-NEXT:      if (([[J]] >= 0 && [[J]] < ext{{[0-9]+}})) {
+// CHECK-NEXT:        const float [[V:v[0-9]+]] = fuser_ld(in{{[0-9]+}}, (i0) * st{{[0-9]+}} + ([[J]]) * st{{[0-9]+}});
+// CHECK-NEXT:        [[P]] = [[V]];
+// CHECK-NEXT:      }
+// CHECK-NEXT:      fuser_st(out{{[0-9]+}}, (i0) * st{{[0-9]+}} + (i1) * st{{[0-9]+}}, [[P]]);
+// CHECK-NOT:   blockIdx.z == 2
+// CHECK:       FUSER_HOST_LAUNCHER(fuser_kernel_0_pointwise)

@@ -1,0 +1,79 @@
+// `-t cuda` on reduction kernels (the nominal extent of `?` dims is 1024 unless `extent` says).
+// Inner reduction: one block per row (blocks loop over rows), each thread a strided share of the
+// row, fuser_block_reduce (warp shuffles + shared memory), thread 0 stores the row result.
+// Outer reduction: one thread per kept element walking down the reduced dim, no block reduce.
+// RUN: fuser-opt %s --split-input-file -t cuda | filecheck %s
+// RUN: fuser-opt %s --split-input-file -t 'cuda{extent=65536}' | filecheck %s --check-prefix=LONG
+
+func.func @row_sum(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<?xf32> {
+  %s = fuser.reduction sum %x dims [1] : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xf32>
+  func.return %s : !fuser.tensor<?xf32>
+}
+// 1024 elements a row: 128 threads x 8 elements, a compile-time trip count.
+// CHECK-LABEL: // kernel 0 of @row_sum: reduction
+// CHECK-NEXT:  // scheduler: reduction, mode: inner, block: 128, iters: 8
+// CHECK-NEXT:  extern "C" __global__ void __launch_bounds__(128) fuser_kernel_0_reduction(
+// CHECK:         __shared__ float fuser_smem_f[{{[0-9]+}}];
+// CHECK:         for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+// CHECK:           float acc0 = (float)0;
+// CHECK-NEXT:      #pragma unroll
+// CHECK-NEXT:      for (int k = 0; k < 8; ++k) {
+// CHECK-NEXT:        const long long rl = threadIdx.x + (long long)k * blockDim.x;
+// CHECK-NEXT:        if (rl < rlen) {
+// CHECK:               acc0 = fuser_sum(acc0, (float)v{{[0-9]+}});
+// CHECK:           acc0 = fuser_block_reduce(acc0, FuserSumOp(), (float)0, fuser_smem_f);
+// CHECK:           if (threadIdx.x == 0) {
+// CHECK-NEXT:        fuser_st(out{{[0-9]+}}, (o0) * st{{[0-9]+}}, red{{[0-9]+}});
+// Rows beyond 32 elements a thread: a dynamic strided loop, the whole block of 1024 threads.
+// LONG-LABEL:  // kernel 0 of @row_sum: reduction
+// LONG-NEXT:   // scheduler: reduction, mode: inner, block: 1024, iters: 0
+// LONG-NEXT:   extern "C" __global__ void __launch_bounds__(1024) fuser_kernel_0_reduction(
+// LONG:          for (long long rl = threadIdx.x; rl < rlen; rl += blockDim.x) {
+// LONG:          acc0 = fuser_block_reduce(acc0, FuserSumOp(), (float)0, fuser_smem_f);
+
+// -----
+
+// max / min identities and NaN-propagating combines; i32 accumulates in long long. Static
+// extents (one domain for both reductions) are literals, not parameters.
+func.func @max_min(%x: !fuser.tensor<16x1000xf16>, %i: !fuser.tensor<16x1000xi32>) -> (!fuser.tensor<16xbxf16>, !fuser.tensor<16xi32>) {
+  %m = fuser.reduction max %x dims [1] keepdim : !fuser.tensor<16x1000xf16> -> !fuser.tensor<16xbxf16>
+  %n = fuser.reduction min %i dims [1] : !fuser.tensor<16x1000xi32> -> !fuser.tensor<16xi32>
+  func.return %m, %n : !fuser.tensor<16xbxf16>, !fuser.tensor<16xi32>
+}
+// CHECK-LABEL: // kernel 0 of @max_min: reduction
+// CHECK-NEXT:  // scheduler: reduction, mode: inner, block: 128, iters: 8
+// CHECK:       __shared__ float fuser_smem_f[{{[0-9]+}}];
+// CHECK-NEXT:  __shared__ long long fuser_smem_ll[{{[0-9]+}}];
+// CHECK-NEXT:  const long long rows = 16LL;
+// CHECK-NEXT:  const long long rlen = 1000LL;
+// CHECK:       float acc0 = (float)-INFINITY;
+// CHECK:         acc0 = fuser_max(acc0, (float)v{{[0-9]+}});
+// CHECK:       acc0 = fuser_block_reduce(acc0, FuserMaxOp(), (float)-INFINITY, fuser_smem_f);
+// CHECK:       long long acc1 = (long long)9223372036854775807LL;
+// CHECK:         acc1 = fuser_min(acc1, (long long)v{{[0-9]+}});
+// CHECK:       acc1 = fuser_block_reduce(acc1, FuserMinOp(), (long long)9223372036854775807LL, fuser_smem_ll);
+// CHECK:       if (threadIdx.x == 0) {
+// CHECK-NEXT:    fuser_st(out{{[0-9]+}}, (o0) * st{{[0-9]+}}, __float2half(red{{[0-9]+}}));
+// CHECK-NEXT:    fuser_st(out{{[0-9]+}}, (o0) * st{{[0-9]+}}, red{{[0-9]+}});
+
+// -----
+
+func.func @outer_sum(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<bx?xf32> {
+  %s = fuser.reduction sum %x dims [0] keepdim : !fuser.tensor<?x?xf32> -> !fuser.tensor<bx?xf32>
+  func.return %s : !fuser.tensor<bx?xf32>
+}
+// CHECK-LABEL: // kernel 0 of @outer_sum: reduction
+// CHECK-NEXT:  // scheduler: reduction, mode: outer, block: 128, iters: 0
+// CHECK-NEXT:  extern "C" __global__ void __launch_bounds__(128) fuser_kernel_0_reduction(
+// CHECK-NOT:   __shared__
+// CHECK:       for (long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x; row < rows; row += (long long)gridDim.x * blockDim.x) {
+// CHECK-NEXT:    const long long o1 = row;
+// CHECK-NEXT:    float acc0 = (float)0;
+// CHECK-NEXT:    for (long long rl = 0; rl < rlen; ++rl) {
+// CHECK-NEXT:      const long long r0 = rl;
+// CHECK-NEXT:      const float [[V:v[0-9]+]] = fuser_ld(in{{[0-9]+}}, (r0) * st{{[0-9]+}} + (o1) * st{{[0-9]+}});
+// CHECK-NEXT:      acc0 = fuser_sum(acc0, (float)[[V]]);
+// CHECK-NEXT:    }
+// CHECK-NOT:     fuser_block_reduce
+// CHECK:         fuser_st(out{{[0-9]+}}, (o1) * st{{[0-9]+}}, red{{[0-9]+}});
+// CHECK:       FUSER_HOST_LAUNCHER(fuser_kernel_0_reduction)

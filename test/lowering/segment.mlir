@@ -1,0 +1,204 @@
+// The `segment` pass: every tensor op gets `fuser.kernel = <index>`, the fusion gets
+// `fuser.kernels` (name, scheduler and, where a kernel boundary was forced, the reason).
+// Segmentation runs on the fusion as given (dynamic extents are symbols), so these cases
+// need no concretization.
+// RUN: fuser-opt %s --split-input-file -p segment | filecheck %s
+
+// =======================================================================================
+// One kernel per scheduler kind.
+
+// Pointwise: elementwise ops, a broadcast operand, a scalar constant; two outputs.
+func.func @pointwise(%x: !fuser.tensor<?x?xf32>, %y: !fuser.tensor<bx?xf16>) -> (!fuser.tensor<?x?xf32>, !fuser.tensor<?x?xf32>) {
+  %e = fuser.unary exp %x : !fuser.tensor<?x?xf32> -> !fuser.tensor<?x?xf32>
+  %c = fuser.cast %y : !fuser.tensor<bx?xf16> -> !fuser.tensor<bx?xf32>
+  %a = fuser.binary add %e, %c : (!fuser.tensor<?x?xf32>, !fuser.tensor<bx?xf32>) -> !fuser.tensor<?x?xf32>
+  %two = arith.constant 2.000000e+00 : f64
+  %m = fuser.binary mul %x, %two : (!fuser.tensor<?x?xf32>, f64) -> !fuser.tensor<?x?xf32>
+  func.return %a, %m : !fuser.tensor<?x?xf32>, !fuser.tensor<?x?xf32>
+}
+// CHECK-LABEL: func.func @pointwise
+// CHECK-SAME:    fuser.kernels = [{name = "fuser_kernel_0_pointwise", scheduler = "pointwise"}]
+// CHECK:         fuser.unary exp %x {fuser.kernel = 0 : i64}
+// CHECK-NEXT:    fuser.cast %y {fuser.kernel = 0 : i64}
+// CHECK-NEXT:    fuser.binary add {{.*}} {fuser.kernel = 0 : i64}
+// CHECK-NEXT:    %two = arith.constant 2.000000e+00 : f64{{$}}
+// CHECK-NEXT:    fuser.binary mul {{.*}} {fuser.kernel = 0 : i64}
+
+// -----
+
+// Outputs of unrelated extents still share one pointwise kernel (one group per domain).
+func.func @pointwise_groups(%x: !fuser.tensor<?x?xf32>) -> (!fuser.tensor<?x?xf32>, !fuser.tensor<?x?xf32>) {
+  %e = fuser.unary exp %x : !fuser.tensor<?x?xf32> -> !fuser.tensor<?x?xf32>
+  %zero = arith.constant 0.000000e+00 : f64
+  %p = fuser.pad %x [0:0, 1:1] value %zero : (!fuser.tensor<?x?xf32>, f64) -> !fuser.tensor<?x?xf32>
+  func.return %e, %p : !fuser.tensor<?x?xf32>, !fuser.tensor<?x?xf32>
+}
+// CHECK-LABEL: func.func @pointwise_groups
+// CHECK-SAME:    fuser.kernels = [{name = "fuser_kernel_0_pointwise", scheduler = "pointwise"}]
+// CHECK:         fuser.unary exp %x {fuser.kernel = 0 : i64}
+// CHECK:         fuser.pad %x [0:0, 1:1] value %zero {fuser.kernel = 0 : i64}
+
+// -----
+
+// A plain inner reduction.
+func.func @row_sum(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<?xf32> {
+  %s = fuser.reduction sum %x dims [1] : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xf32>
+  func.return %s : !fuser.tensor<?xf32>
+}
+// CHECK-LABEL: func.func @row_sum
+// CHECK-SAME:    fuser.kernels = [{name = "fuser_kernel_0_reduction", scheduler = "reduction"}]
+// CHECK:         fuser.reduction sum %x dims [1] {fuser.kernel = 0 : i64}
+
+// -----
+
+// An outer reduction (the innermost dim is kept) is a reduction kernel too.
+func.func @outer_sum(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<bx?xf32> {
+  %s = fuser.reduction sum %x dims [0] keepdim : !fuser.tensor<?x?xf32> -> !fuser.tensor<bx?xf32>
+  func.return %s : !fuser.tensor<bx?xf32>
+}
+// CHECK-LABEL: func.func @outer_sum
+// CHECK-SAME:    fuser.kernels = [{name = "fuser_kernel_0_reduction", scheduler = "reduction"}]
+
+// -----
+
+// softmax: reduction results flow back onto full rows -> one inner persistent kernel.
+func.func @softmax(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<?x?xf32> {
+  %m = fuser.reduction max %x dims [1] keepdim : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xbxf32>
+  %d = fuser.binary sub %x, %m : (!fuser.tensor<?x?xf32>, !fuser.tensor<?xbxf32>) -> !fuser.tensor<?x?xf32>
+  %e = fuser.unary exp %d : !fuser.tensor<?x?xf32> -> !fuser.tensor<?x?xf32>
+  %s = fuser.reduction sum %e dims [1] keepdim : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xbxf32>
+  %y = fuser.binary div %e, %s : (!fuser.tensor<?x?xf32>, !fuser.tensor<?xbxf32>) -> !fuser.tensor<?x?xf32>
+  func.return %y : !fuser.tensor<?x?xf32>
+}
+// CHECK-LABEL: func.func @softmax
+// CHECK-SAME:    fuser.kernels = [{name = "fuser_kernel_0_inner_persistent", scheduler = "inner_persistent"}]
+// CHECK-COUNT-5: {fuser.kernel = 0 : i64}
+// CHECK-NOT:     fuser.kernel = 1
+
+// -----
+
+// layer-norm with weight and bias: one inner persistent kernel; `fuser.dim` is not a kernel op.
+func.func @layer_norm(%x: !fuser.tensor<?x?xf32>, %w: !fuser.tensor<?xf32>, %b: !fuser.tensor<?xf32>) -> !fuser.tensor<?x?xf32> {
+  %n = fuser.dim %x, 1 : !fuser.tensor<?x?xf32>
+  %s1 = fuser.reduction sum %x dims [1] keepdim : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xbxf32>
+  %mean = fuser.binary div %s1, %n : (!fuser.tensor<?xbxf32>, i64) -> !fuser.tensor<?xbxf32>
+  %d = fuser.binary sub %x, %mean : (!fuser.tensor<?x?xf32>, !fuser.tensor<?xbxf32>) -> !fuser.tensor<?x?xf32>
+  %d2 = fuser.binary mul %d, %d : (!fuser.tensor<?x?xf32>, !fuser.tensor<?x?xf32>) -> !fuser.tensor<?x?xf32>
+  %s2 = fuser.reduction sum %d2 dims [1] keepdim : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xbxf32>
+  %var = fuser.binary div %s2, %n : (!fuser.tensor<?xbxf32>, i64) -> !fuser.tensor<?xbxf32>
+  %eps = arith.constant 1.000000e-05 : f64
+  %ve = fuser.binary add %var, %eps : (!fuser.tensor<?xbxf32>, f64) -> !fuser.tensor<?xbxf32>
+  %inv = fuser.unary rsqrt %ve : !fuser.tensor<?xbxf32> -> !fuser.tensor<?xbxf32>
+  %nrm = fuser.binary mul %d, %inv : (!fuser.tensor<?x?xf32>, !fuser.tensor<?xbxf32>) -> !fuser.tensor<?x?xf32>
+  %wb = fuser.broadcast %w dims [0] : !fuser.tensor<?xf32> -> !fuser.tensor<bx?xf32>
+  %sc = fuser.binary mul %nrm, %wb : (!fuser.tensor<?x?xf32>, !fuser.tensor<bx?xf32>) -> !fuser.tensor<?x?xf32>
+  %bb = fuser.broadcast %b dims [0] : !fuser.tensor<?xf32> -> !fuser.tensor<bx?xf32>
+  %y = fuser.binary add %sc, %bb : (!fuser.tensor<?x?xf32>, !fuser.tensor<bx?xf32>) -> !fuser.tensor<?x?xf32>
+  func.return %y : !fuser.tensor<?x?xf32>
+}
+// CHECK-LABEL: func.func @layer_norm
+// CHECK-SAME:    fuser.kernels = [{name = "fuser_kernel_0_inner_persistent", scheduler = "inner_persistent"}]
+// CHECK:         fuser.dim %x, 1 :
+// CHECK-COUNT-13: {fuser.kernel = 0 : i64}
+// CHECK-NOT:     fuser.kernel = 1
+
+// -----
+
+// A gather of a row-consistent value by a per-row index (cross-entropy's pick) stays in the kernel.
+func.func @take_along_rows(%x: !fuser.tensor<?x?xf32>, %i: !fuser.tensor<?xbxi64>) -> !fuser.tensor<?xbxf32> {
+  %m = fuser.reduction max %x dims [1] keepdim : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xbxf32>
+  %d = fuser.binary sub %x, %m : (!fuser.tensor<?x?xf32>, !fuser.tensor<?xbxf32>) -> !fuser.tensor<?x?xf32>
+  %t = fuser.take_along_axis %d[%i] dim 1 : (!fuser.tensor<?x?xf32>, !fuser.tensor<?xbxi64>) -> !fuser.tensor<?xbxf32>
+  func.return %t : !fuser.tensor<?xbxf32>
+}
+// CHECK-LABEL: func.func @take_along_rows
+// CHECK-SAME:    fuser.kernels = [{name = "fuser_kernel_0_inner_persistent", scheduler = "inner_persistent"}]
+
+// =======================================================================================
+// Forced kernel boundaries and their reasons.
+
+// -----
+
+func.func @reductions_over_different_dims(%x: !fuser.tensor<?x?xf32>) -> (!fuser.tensor<?xf32>, !fuser.tensor<?xf32>) {
+  %a = fuser.reduction sum %x dims [0] : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xf32>
+  %b = fuser.reduction max %x dims [1] : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xf32>
+  func.return %a, %b : !fuser.tensor<?xf32>, !fuser.tensor<?xf32>
+}
+// CHECK-LABEL: func.func @reductions_over_different_dims
+// CHECK-SAME:    fuser.kernels = [{name = "fuser_kernel_0_reduction", scheduler = "reduction"},
+// CHECK-SAME:      {name = "fuser_kernel_1_reduction", scheduler = "reduction", reason = "split before fuser.reduction: reductions over different dims [0] and [1]"}]
+// CHECK:         fuser.reduction sum %x dims [0] {fuser.kernel = 0 : i64}
+// CHECK-NEXT:    fuser.reduction max %x dims [1] {fuser.kernel = 1 : i64}
+
+// -----
+
+// Reductions of tensors whose extents are unrelated symbols.
+func.func @reduction_inputs_of_different_domains(%x: !fuser.tensor<?x?xf32>, %y: !fuser.tensor<?x?xf32>) -> (!fuser.tensor<?xf32>, !fuser.tensor<?xf32>) {
+  %a = fuser.reduction sum %x dims [1] : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xf32>
+  %b = fuser.reduction sum %y dims [1] : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xf32>
+  func.return %a, %b : !fuser.tensor<?xf32>, !fuser.tensor<?xf32>
+}
+// CHECK-LABEL: func.func @reduction_inputs_of_different_domains
+// CHECK-SAME:    reason = "split before fuser.reduction: reduction inputs have different domains {{\[.*\]}} and {{\[.*\]}}"
+// CHECK:         fuser.reduction sum %x dims [1] {fuser.kernel = 0 : i64}
+// CHECK-NEXT:    fuser.reduction sum %y dims [1] {fuser.kernel = 1 : i64}
+
+// -----
+
+// The elementwise add joins the row extents of %x and %y: one kernel.
+func.func @elementwise_joins_extents(%x: !fuser.tensor<?x?xf32>, %y: !fuser.tensor<?xf32>) -> !fuser.tensor<?xf32> {
+  %s = fuser.reduction sum %x dims [1] : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xf32>
+  %a = fuser.binary add %s, %y : (!fuser.tensor<?xf32>, !fuser.tensor<?xf32>) -> !fuser.tensor<?xf32>
+  func.return %a : !fuser.tensor<?xf32>
+}
+// CHECK-LABEL: func.func @elementwise_joins_extents
+// CHECK-SAME:    fuser.kernels = [{name = "fuser_kernel_0_reduction", scheduler = "reduction"}]
+
+// -----
+
+// A permute of a reduction result changes which index is the row.
+func.func @remapped_reduction_result(%x: !fuser.tensor<?x?x?xf32>) -> !fuser.tensor<?x?xf32> {
+  %s = fuser.reduction sum %x dims [2] : !fuser.tensor<?x?x?xf32> -> !fuser.tensor<?x?xf32>
+  %p = fuser.permute %s dims [1, 0] : !fuser.tensor<?x?xf32> -> !fuser.tensor<?x?xf32>
+  func.return %p : !fuser.tensor<?x?xf32>
+}
+// CHECK-LABEL: func.func @remapped_reduction_result
+// CHECK-SAME:    {name = "fuser_kernel_0_reduction", scheduler = "reduction"},
+// CHECK-SAME:    {name = "fuser_kernel_1_pointwise", scheduler = "pointwise", reason = "split before fuser.permute: fuser.permute remaps the indices of a reduction result"}
+// CHECK:         fuser.reduction sum %x dims [2] {fuser.kernel = 0 : i64}
+// CHECK-NEXT:    fuser.permute %s dims [1, 0] {fuser.kernel = 1 : i64}
+
+// -----
+
+// A reduction result combined with a tensor whose reduced dim has another extent.
+func.func @combined_with_other_domain(%x: !fuser.tensor<?x?xf32>, %y: !fuser.tensor<?x5xf32>) -> !fuser.tensor<?x5xf32> {
+  %s = fuser.reduction sum %x dims [1] keepdim : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xbxf32>
+  %a = fuser.binary add %s, %y : (!fuser.tensor<?xbxf32>, !fuser.tensor<?x5xf32>) -> !fuser.tensor<?x5xf32>
+  func.return %a : !fuser.tensor<?x5xf32>
+}
+// CHECK-LABEL: func.func @combined_with_other_domain
+// CHECK-SAME:    {name = "fuser_kernel_1_pointwise", scheduler = "pointwise", reason = "split before fuser.binary: fuser.binary combines a reduction result with a value of another domain"}
+
+// -----
+
+// Reducing a reduction result again (over the same dim index, a different domain).
+func.func @reduction_of_reduced(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<f32> {
+  %a = fuser.reduction sum %x dims [0] : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xf32>
+  %b = fuser.reduction sum %a dims [0] : !fuser.tensor<?xf32> -> !fuser.tensor<f32>
+  func.return %b : !fuser.tensor<f32>
+}
+// CHECK-LABEL: func.func @reduction_of_reduced
+// CHECK-SAME:    {name = "fuser_kernel_1_reduction", scheduler = "reduction", reason = "split before fuser.reduction: fuser.reduction input is not shaped like the reduction domain"}
+
+// -----
+
+// A pointwise output of another shape cannot be stored by the reduction kernel.
+func.func @output_of_other_shape(%x: !fuser.tensor<?x?xf32>, %y: !fuser.tensor<?x?x?xf32>) -> (!fuser.tensor<?xf32>, !fuser.tensor<?x?x?xf32>) {
+  %s = fuser.reduction sum %x dims [1] : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xf32>
+  %e = fuser.unary exp %y : !fuser.tensor<?x?x?xf32> -> !fuser.tensor<?x?x?xf32>
+  func.return %s, %e : !fuser.tensor<?xf32>, !fuser.tensor<?x?x?xf32>
+}
+// CHECK-LABEL: func.func @output_of_other_shape
+// CHECK-SAME:    {name = "fuser_kernel_1_pointwise", scheduler = "pointwise", reason = "split before fuser.unary: output {{\[.*\]}} is not shaped like the reduction domain {{\[.*\]}}"}
+// CHECK:         fuser.reduction sum %x dims [1] {fuser.kernel = 0 : i64}
+// CHECK-NEXT:    fuser.unary exp %y {fuser.kernel = 1 : i64}
