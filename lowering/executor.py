@@ -7,10 +7,9 @@ A miss is logged with its reason (FUSER_LOG=recompile)."""
 
 from __future__ import annotations
 
-import os
+import dataclasses
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from xdsl.dialects.builtin import ModuleOp
 
@@ -18,30 +17,12 @@ from fuser_dialect.execution import _like_inputs
 from fuser_dialect.extents import ExtentPlan, runtime_arguments
 from fuser_dialect.fusion import the_fusion
 from fuser_dialect.inputs import check_inputs, is_torch_tensor
-from lowering.cache import FusionCache
+from lowering.cache import CacheInfo, FusionCache
 from lowering.cache_key import make_key
 from lowering.compiled import build_compiled_fusion
 from lowering.gather_checks import check_index_ranges, index_ops
 from lowering.launch import DeviceMemory, KernelRecord, Launcher
-
-DISABLE_RESIZE_EXTENTS = "concretize_resize_extents"
-KNOWN_DISABLE_OPTIONS = (DISABLE_RESIZE_EXTENTS,)
-
-
-def disabled_options(explicit: Sequence[str]) -> frozenset[str]:
-    from_env = [o.strip() for o in os.environ.get("FUSER_DISABLE", "").split(",") if o.strip()]
-    options = frozenset(explicit) | frozenset(from_env)
-    unknown = options - set(KNOWN_DISABLE_OPTIONS)
-    if unknown:
-        raise ValueError(f"unknown disable option(s) {sorted(unknown)}; known: {list(KNOWN_DISABLE_OPTIONS)}")
-    return options
-
-
-@dataclass(frozen=True)
-class CacheInfo:
-    hits: int
-    misses: int
-    entries: list
+from passes.concretize import resize_extents_enabled
 
 
 class FusionExecutor:
@@ -57,8 +38,7 @@ class FusionExecutor:
         self._local = threading.local()
 
     def execute(self, inputs: Sequence[object], backend: str, disable: Sequence[str] = ()):
-        options = disabled_options(disable)
-        resize_extents = DISABLE_RESIZE_EXTENTS not in options
+        resize_extents = resize_extents_enabled(disable)
         checked = check_inputs(self.fusion, inputs)
         shapes, scalars = runtime_arguments(self.plan, checked)
         source_extents = self.plan.evaluate(shapes, scalars)
@@ -82,11 +62,10 @@ class FusionExecutor:
         return _like_inputs(outputs, inputs) if backend == "cpu" and any(map(is_torch_tensor, inputs)) else outputs
 
     def cache_info(self) -> CacheInfo:
-        """misses = kernel compilations (a new concretization or a new schedule);
-        entries = the key of each cached concretization."""
-        info = self.cache.info()
+        """hits / misses count executions that reused / compiled kernels (a new concretization
+        or a new schedule); entries = the key of each cached concretization."""
         with self._lock:
-            return CacheInfo(self._reuses, self._compiles, list(info.entries))
+            return dataclasses.replace(self.cache.info(), hits=self._reuses, misses=self._compiles)
 
     def last_compile_info(self) -> dict[str, float]:
         """Seconds the last execution's entry spent compiling: passes_s, segment_s (when it was

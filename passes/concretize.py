@@ -66,11 +66,23 @@ __all__ = [
 ]
 
 
-def resize_extents_enabled(disable_options: Sequence[str] = ()) -> bool:
-    """False when `concretize_resize_extents` is in `disable_options` or in env FUSER_DISABLE
-    (comma-separated, as NVFUSER_DISABLE)."""
-    env = [o.strip() for o in os.environ.get("FUSER_DISABLE", "").split(",")]
-    return DISABLE_RESIZE_EXTENTS not in disable_options and DISABLE_RESIZE_EXTENTS not in env
+KNOWN_DISABLE_OPTIONS = (DISABLE_RESIZE_EXTENTS,)
+
+
+def disable_options(explicit: Sequence[str] = ()) -> frozenset[str]:
+    """`explicit` plus env FUSER_DISABLE (comma-separated, as NVFUSER_DISABLE); an unknown
+    name is an error, not silently ignored."""
+    from_env = [o.strip() for o in os.environ.get("FUSER_DISABLE", "").split(",") if o.strip()]
+    options = frozenset(explicit) | frozenset(from_env)
+    unknown = options - set(KNOWN_DISABLE_OPTIONS)
+    if unknown:
+        raise ValueError(f"unknown disable option(s) {sorted(unknown)}; known: {list(KNOWN_DISABLE_OPTIONS)}")
+    return options
+
+
+def resize_extents_enabled(explicit: Sequence[str] = ()) -> bool:
+    """False when `concretize_resize_extents` is disabled (argument or env FUSER_DISABLE)."""
+    return DISABLE_RESIZE_EXTENTS not in disable_options(explicit)
 
 
 # --- the Python entry -----------------------------------------------------------------------

@@ -369,10 +369,16 @@ def test_pass_applies_on_a_module():
 
 
 def test_fuser_disable_env_turns_static_extents_off(monkeypatch):
-    monkeypatch.setenv("FUSER_DISABLE", "something_else,concretize_resize_extents")
+    monkeypatch.setenv("FUSER_DISABLE", " concretize_resize_extents ,")
     assert not resize_extents_enabled()
     module = pad_to_broadcast().module.clone()
     ConcretizePass(extents="8x3x2x5x6;8x7x4x9x5").apply(make_context(), module)
     assert "!fuser.tensor<?x3x2x5x6xf32>" not in printed(module)
     monkeypatch.delenv("FUSER_DISABLE")
     assert resize_extents_enabled() and not resize_extents_enabled(["concretize_resize_extents"])
+
+
+def test_an_unknown_disable_option_is_an_error_not_ignored(monkeypatch):
+    monkeypatch.setenv("FUSER_DISABLE", "concretize_resize_extent")  # a typo
+    with pytest.raises(ValueError, match=r"unknown disable option\(s\) \['concretize_resize_extent'\]"):
+        resize_extents_enabled()
