@@ -50,8 +50,12 @@ def is_tensor_op(op: Operation) -> bool:
     return bool(op.results) and isinstance(op.results[0].type, TensorType)
 
 
+def _dims(shape) -> str:
+    return "[" + ", ".join(str(s) for s in shape) + "]"
+
+
 def _describe(sym: SymbolicExtents, v: SSAValue) -> str:
-    return "[" + ", ".join(str(s) for s in sym.shape(v)) + "]"
+    return _dims(sym.shape(v))
 
 
 class Segmenter:
@@ -98,13 +102,13 @@ class Segmenter:
         domain = self.sym.shape(ref)
         for r in reductions:
             if r.reduced_dims != reduced:
-                return Verdict(False, f"reductions over different dims {list(reduced)} and {list(r.reduced_dims)}")
+                return Verdict(False, f"reductions over different dims {_dims(reduced)} and {_dims(r.reduced_dims)}")
             if self._shape_form(r.input, domain, set(reduced)) is None:
-                return Verdict(False, f"reduction inputs have different domains {list(domain)} and {_describe(self.sym, r.input)}")
+                return Verdict(False, f"reduction inputs have different domains {_dims(domain)} and {_describe(self.sym, r.input)}")
             shape = self.sym.shape(r.input)
             if any(shape[d] == B and domain[d] != B for d in reduced):
                 # Its rows are shorter than the kernel's: one loop cannot reduce both.
-                return Verdict(False, f"reduction input {_describe(self.sym, r.input)} is broadcast in a reduced dim of {list(domain)}")
+                return Verdict(False, f"reduction input {_describe(self.sym, r.input)} is broadcast in a reduced dim of {_dims(domain)}")
         forms: dict[SSAValue, str] = {}
         rset = set(reduced)
 
@@ -131,7 +135,7 @@ class Segmenter:
             if v not in forms:
                 form = self._shape_form(v, domain, rset)
                 if form is None:
-                    return Verdict(False, f"output {_describe(self.sym, v)} is not shaped like the reduction domain {list(domain)}")
+                    return Verdict(False, f"output {_describe(self.sym, v)} is not shaped like the reduction domain {_dims(domain)}")
                 forms[v] = form
         kind = Scheduler.INNER_PERSISTENT if normalization else Scheduler.REDUCTION
         return Verdict(True, scheduler=kind, domain=ref, reduced_dims=tuple(reduced), forms=forms)
@@ -168,9 +172,41 @@ class Segmenter:
         if whole.ok:
             return self._finish([(self.ops, whole, "")])
         segments: list[tuple[list[Operation], Verdict, str]] = []
-        current: list[Operation] = []
-        reason = ""
+        for k, component in enumerate(self._components()):
+            # Why this group is not in the previous kernel: the whole fusion was refused.
+            reason = f"split before {component[0].name}: {whole.reason}" if k else ""
+            verdict = self.classify(component, self.outputs(component, pessimistic=True))
+            if verdict.ok:
+                segments.append((component, verdict, reason))
+            else:
+                segments += self._greedy(component, reason)
+        return self._finish(segments)
+
+    def _components(self) -> list[list[Operation]]:
+        """Groups of ops tied by dataflow or by reading the same fusion input, in program order.
+        Unrelated ops (an output computed from other inputs) then never split a group that one
+        kernel could run, e.g. two row reductions of x around a `y + 1`."""
+        parent: dict[object, object] = {}
+
+        def find(x):
+            while parent.setdefault(x, x) is not x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
         for op in self.ops:
+            for v in op.operands:
+                if isinstance(v.type, TensorType):
+                    parent[find(op)] = find(v.owner if isinstance(v.owner, Operation) else v)
+        groups: dict[object, list[Operation]] = {}
+        for op in self.ops:
+            groups.setdefault(find(op), []).append(op)
+        return list(groups.values())
+
+    def _greedy(self, ops: list[Operation], reason: str) -> list[tuple[list[Operation], Verdict, str]]:
+        segments: list[tuple[list[Operation], Verdict, str]] = []
+        current: list[Operation] = []
+        for op in ops:
             trial = current + [op]
             verdict = self.classify(trial, self.outputs(trial, pessimistic=False))
             if verdict.ok or not current:
@@ -180,7 +216,7 @@ class Segmenter:
             reason = f"split before {op.name}: {verdict.reason}"
             current = [op]
         segments += self._close(current, reason)
-        return self._finish(segments)
+        return segments
 
     def _close(self, seg: list[Operation], reason: str) -> list[tuple[list[Operation], Verdict, str]]:
         """Final outputs of `seg` are known once later ops are placed; re-split if they do not fit."""

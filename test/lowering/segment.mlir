@@ -202,3 +202,20 @@ func.func @output_of_other_shape(%x: !fuser.tensor<?x?xf32>, %y: !fuser.tensor<?
 // CHECK-SAME:    {name = "fuser_kernel_1_pointwise", scheduler = "pointwise", reason = "split before fuser.unary: output {{\[.*\]}} is not shaped like the reduction domain {{\[.*\]}}"}
 // CHECK:         fuser.reduction sum %x dims [1] {fuser.kernel = 0 : i64}
 // CHECK-NEXT:    fuser.unary exp %y {fuser.kernel = 1 : i64}
+
+// -----
+
+// An op on another input (y + 1) between two row reductions of x does not split them: the
+// groups tied by dataflow or a shared input are segmented separately, so x is read by one kernel.
+// CHECK-LABEL: func.func @unrelated_op_between_reductions
+// CHECK-SAME:    fuser.kernels = [{name = "fuser_kernel_0_reduction", scheduler = "reduction"}, {name = "fuser_kernel_1_pointwise", scheduler = "pointwise", reason = "split before fuser.binary: output [s2] is not shaped like the reduction domain [s0, s1]"}]
+// CHECK:         fuser.reduction sum %x dims [1] {fuser.kernel = 0 : i64}
+// CHECK:         fuser.binary add %y, %{{.*}} {fuser.kernel = 1 : i64}
+// CHECK:         fuser.reduction max %x dims [1] {fuser.kernel = 0 : i64}
+func.func @unrelated_op_between_reductions(%x: !fuser.tensor<?x?xf32>, %y: !fuser.tensor<?xf32>) -> (!fuser.tensor<?xf32>, !fuser.tensor<?xf32>, !fuser.tensor<?xf32>) {
+  %s = fuser.reduction sum %x dims [1] : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xf32>
+  %c = arith.constant 1.0 : f64
+  %z = fuser.binary add %y, %c : (!fuser.tensor<?xf32>, f64) -> !fuser.tensor<?xf32>
+  %m = fuser.reduction max %x dims [1] : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xf32>
+  func.return %s, %z, %m : !fuser.tensor<?xf32>, !fuser.tensor<?xf32>, !fuser.tensor<?xf32>
+}
