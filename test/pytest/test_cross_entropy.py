@@ -13,7 +13,7 @@ from lowering.cpu_runtime import cpu_compiler_available
 
 pytestmark = pytest.mark.skipif(not cpu_compiler_available(), reason="no C++20 compiler for the cpu backend")
 
-SHAPES = [(64, 1000), (96, 4099), (64, 32768), (8, 50000)]
+SHAPES = [(64, 1000), (4096, 1000), (96, 4099), (64, 32768), (8, 50000)]
 TOLERANCE = {"f32": 2e-5, "bf16": 2e-2}
 
 
