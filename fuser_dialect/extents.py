@@ -48,7 +48,8 @@ from fuser_dialect import ops_factory as F
 from fuser_dialect import ops_gather as G
 from fuser_dialect import ops_layout as L
 from fuser_dialect import ops_resize as R
-from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType, format_dims
+from fuser_dialect.inputs import check_shape
+from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType
 
 Scalar = int | float | bool
 Shape = tuple[int, ...]
@@ -372,20 +373,7 @@ class ExtentPlan:
     def _bad_shape(self, i: int, t: TensorType, shape: Sequence[int] | None) -> None:
         if shape is None:
             raise ExtentError(f"{self._arg_label(i)}: a tensor input needs a shape, got None")
-        if len(shape) != t.rank:
-            raise ExtentError(f"{self._arg_label(i)}: expected rank {t.rank}, got shape {list(shape)}")
-        for d, (want, got) in enumerate(zip(t.shape, shape)):
-            if got < 0:
-                raise ExtentError(f"{self._arg_label(i)}: dim {d} has negative extent {got}")
-            if want == DYNAMIC:
-                continue
-            expected = 1 if want == BROADCAST else want
-            if got != expected:
-                kind = "broadcast dim" if want == BROADCAST else "static extent"
-                raise ExtentError(
-                    f"{self._arg_label(i)}: dim {d} is a {kind} of {expected} but the given extent "
-                    f"is {got} (shape {list(shape)}, expected {format_dims(t.shape)})"
-                )
+        check_shape(self._arg_label(i), t, shape, ExtentError)
         raise AssertionError("unreachable: the shape passed every check")
 
 

@@ -77,19 +77,26 @@ def check_tensor(f: func.FuncOp, i: int, value: object, t: TensorType):
     got = _dtype_name(value)
     if got != t.dtype:
         raise TypeError(f"{arg_label(f, i)}: expected dtype {numpy_dtype(t.dtype)}, got {value.dtype}")
-    if len(value.shape) != t.rank:
-        raise ValueError(f"{arg_label(f, i)}: expected rank {t.rank}, got shape {list(value.shape)}")
-    for d, (want, got_extent) in enumerate(zip(t.shape, value.shape)):
+    check_shape(arg_label(f, i), t, tuple(value.shape))
+    return value
+
+
+def check_shape(label: str, t: TensorType, shape: Sequence[int], error: type[Exception] = ValueError) -> None:
+    """A shape against its declared type: the rank, and every static or broadcast extent."""
+    if len(shape) != t.rank:
+        raise error(f"{label}: expected rank {t.rank}, got shape {list(shape)}")
+    for d, (want, got) in enumerate(zip(t.shape, shape)):
+        if got < 0:
+            raise error(f"{label}: dim {d} has negative extent {got}")
         if want == DYNAMIC:
             continue
         expected = 1 if want == BROADCAST else want
-        if got_extent != expected:
+        if got != expected:
             kind = "broadcast dim" if want == BROADCAST else "static extent"
-            raise ValueError(
-                f"{arg_label(f, i)}: dim {d} is a {kind} of {expected} but the input has extent "
-                f"{got_extent} (shape {list(value.shape)}, expected {format_dims(t.shape)})"
+            raise error(
+                f"{label}: dim {d} is a {kind} of {expected} but the input has extent "
+                f"{got} (shape {list(shape)}, expected {format_dims(t.shape)})"
             )
-    return value
 
 
 def check_inputs(f: func.FuncOp, inputs: Sequence[object]) -> list[np.ndarray | np.generic]:
