@@ -46,10 +46,11 @@ def empty_like_layout(shape: Sequence[int], dtype: np.dtype, order: Sequence[int
     return dense.transpose(np.argsort(slowest_first))
 
 
-def _launch_size(kernel: EmittedKernel, plan, shapes: dict[SSAValue, tuple[int, ...]]) -> int:
+def _launch_size(kernel: EmittedKernel, plan, extents) -> int:
+    """Elements (pointwise) or rows (reductions) this launch covers; 0 skips the launch."""
     if kernel.schedule.mode == "pointwise":
-        return sum(math.prod(shapes[v]) for v in plan.domain_values())
-    domain = shapes[plan.domain]
+        return sum(math.prod(extents.shape(v)) for v in plan.domain_values())
+    domain = extents.shape(plan.domain)
     return math.prod(e for d, e in enumerate(domain) if d not in plan.reduced_dims)
 
 
@@ -156,7 +157,7 @@ class Launcher:
         for plan, kernel, module in zip(self.compiled.plans, self.kernels.kernels, self.kernels.modules):
             for v in plan.outputs:
                 self.allocate(v)
-            size = _launch_size(kernel, plan, self.rt.shapes)
+            size = _launch_size(kernel, plan, self.rt)
             if kernel.schedule.mode == "pointwise":
                 grid = kernel.schedule.pointwise_grid([self.rt.shape(v) for v in plan.domain_values()])
             else:

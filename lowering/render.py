@@ -97,7 +97,7 @@ def pointwise_facts(plan: KernelPlan) -> tuple[GroupFacts, ...]:
 def _pointwise_group(em: KernelEmitter, outputs, k: int, vec: int) -> None:
     dom = outputs[0]
     rank = dom.type.rank
-    em.open("")
+    em.open("")  # a C scope per group: each declares its own `inner`, `outer` and index variables
     em.line(f"const long long inner = {em.numel(dom, range(k, rank))}" + (f" / {vec};" if vec > 1 else ";"))
     em.open("for (long long lin = (long long)blockIdx.x * blockDim.x + threadIdx.x; lin < inner; "
             "lin += (long long)gridDim.x * blockDim.x)")
