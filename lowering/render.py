@@ -230,7 +230,7 @@ class _RowKernel:
 
     def phase(self, phase: int, red: C.ReductionOp, o: dict[int, str]) -> None:
         em = self.em
-        src, dst = red.input.type.dtype, red.result.type.dtype
+        src = red.input.type.dtype
         acc_t = _accumulator_type(src)
         identity = X.reduction_identity(red.op_kind, src if acc_t != "long long" else "i64")
         acc = f"acc{phase}"
@@ -243,9 +243,13 @@ class _RowKernel:
             self.smem_types.add(acc_t)
             em.line(f"{acc} = fuser_block_reduce({acc}, {_FUNCTOR[red.op_kind]}(), {identity}, {_SMEM_NAME[acc_t]});")
             em.needs_sync = True
-        result_t = X.COMPUTE_TYPE[dst]
-        em.red_regs[red.result] = em.tmp(result_t, X.round_expr(f"({result_t}){acc}", dst), "red")
+        self.result_register(red, acc)
 
+    def result_register(self, red: C.ReductionOp, acc: str) -> None:
+        """The reduction's value for the rest of the row, rounded to its dtype."""
+        dst = red.result.type.dtype
+        result_t = X.COMPUTE_TYPE[dst]
+        self.em.red_regs[red.result] = self.em.tmp(result_t, X.round_expr(f"({result_t}){acc}", dst), "red")
 
     def online_phase(self, phase: int, red_max: C.ReductionOp, red_sum: C.ReductionOp, o: dict[int, str]) -> None:
         """max(x) and sum(exp(x - max)) in ONE pass over the row (online normaliser): the running
@@ -264,10 +268,8 @@ class _RowKernel:
             self.smem_types.add(t)
             em.line(f"fuser_block_reduce_online({m}, {s}, {_SMEM_NAME[t]});")
             em.needs_sync = True
-        for red, acc in ((red_max, m), (red_sum, s)):
-            dst = red.result.type.dtype
-            result_t = X.COMPUTE_TYPE[dst]
-            em.red_regs[red.result] = em.tmp(result_t, X.round_expr(f"({result_t}){acc}", dst), "red")
+        self.result_register(red_max, m)
+        self.result_register(red_sum, s)
 
 
 def _is_max_result(value, red_max: C.ReductionOp) -> bool:
