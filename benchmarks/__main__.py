@@ -2,6 +2,6 @@
 
 import sys
 
-from benchmarks.cli import main
+from fuser.benchmarks.cli import main
 
 sys.exit(main())

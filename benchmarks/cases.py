@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from fuser_dialect import DataType, FusionDefinition
+from fuser import DataType, FusionDefinition
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 NP_DTYPES = {"bf16": BF16, "f32": np.dtype(np.float32)}

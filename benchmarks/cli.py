@@ -1,4 +1,4 @@
-"""`python -m benchmarks [--quick | --full] ...`: measure fuser against the floor and against torch.
+"""`python -m fuser.benchmarks [--quick | --full] ...`: measure fuser against the floor and against torch.
 
 Without a flag: --full where a GPU is usable, else --quick.
 --quick  cpu-sized shapes on the cpu backend (a few minutes on 2 cores): kernels, bytes / minimum,
@@ -21,14 +21,14 @@ import tempfile
 import time
 import traceback
 
-from benchmarks import measure, report
-from benchmarks.cases import Case, all_cases
+from fuser.benchmarks import measure, report
+from fuser.benchmarks.cases import Case, all_cases
 
 BYTES_SHAPE_LIMIT = 64 << 20  # full mode: count bytes on the cpu backend at most this much minimum traffic
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m fuser.benchmarks", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="cpu-sized shapes (default without a GPU)")
@@ -95,7 +95,7 @@ class Harness:
         bytes_shape = case.shape if self.backend == "cpu" else case.with_rows(BYTES_SHAPE_LIMIT)
         row["bytes_shape"] = list(bytes_shape)
         try:
-            from lowering.cpu_runtime import cpu_compiler_available
+            from fuser.lowering.cpu_runtime import cpu_compiler_available
 
             if self.backend == "cpu" or cpu_compiler_available():
                 empty = self.empty if self.backend == "cpu" else None  # the cuda path's is measured below
@@ -144,7 +144,7 @@ class Harness:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     start = time.perf_counter()
-    from benchmarks import gpu as gpu_mod
+    from fuser.benchmarks import gpu as gpu_mod
 
     if args.full or args.quick:
         mode = "full" if args.full else "quick"
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         log("warning: full shapes on the cpu backend emulate gigabytes of GPU work; this takes very long")
 
     harness = Harness(args, backend, mode)
-    run: dict = {"command": "python -m benchmarks " + shlex.join(sys.argv[1:] if argv is None else argv),
+    run: dict = {"command": "python -m fuser.benchmarks " + shlex.join(sys.argv[1:] if argv is None else argv),
                  "mode": mode, "backend": backend, "machine": report.machine_info(), "rows": []}
     try:
         if backend == "cuda":

@@ -29,17 +29,17 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from benchmarks.cases import BF16, Case, check
-from benchmarks.measure import error_text
+from fuser.benchmarks.cases import BF16, Case, check
+from fuser.benchmarks.measure import error_text
 
 COPY_BYTES = 1 << 30
 
 
 def available() -> tuple[bool, str]:
     try:
-        from lowering.gpu_runtime import gpu_available
+        from fuser.lowering.gpu_runtime import gpu_available
     except ImportError as e:
-        return False, f"lowering.gpu_runtime not importable: {e}"
+        return False, f"fuser.lowering.gpu_runtime not importable: {e}"
     return gpu_available()
 
 
@@ -54,7 +54,7 @@ def import_torch():
 
 class Gpu:
     def __init__(self):
-        from lowering import gpu_runtime
+        from fuser.lowering import gpu_runtime
 
         self.rt = gpu_runtime
         self.drv = gpu_runtime._driver()  # pycuda.driver with the primary context current
@@ -194,7 +194,7 @@ class Gpu:
         row["exec_us"] = self.time_rotating([lambda s=s: fd.execute(s, backend="cuda") for s in sets],
                                             warmup, iters) * 1e3
         if empty is not None:
-            from benchmarks.measure import host_overhead
+            from fuser.benchmarks.measure import host_overhead
 
             try:
                 if self.torch is not None:  # zero-copy inputs: the row's own fusion and inputs

@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.cases import Case, check
+from fuser.benchmarks.cases import Case, check
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCHEDULER_ABBREV = {"pointwise": "pw", "reduction": "red", "inner_persistent": "pers"}
@@ -138,7 +138,7 @@ def compile_probe(case: Case, backend: str, cache_dir: str, timeout: float = 600
         out_path = tmp.name
     env = dict(os.environ, FUSER_CACHE_DIR=cache_dir, PYTHONPATH=os.pathsep.join(
         [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    cmd = [sys.executable, "-m", "benchmarks.probe", case.key, backend, out_path]
+    cmd = [sys.executable, "-m", "fuser.benchmarks.probe", case.key, backend, out_path]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout)
@@ -181,13 +181,13 @@ class EmptyKernel:
         self.backend = backend
         body = f'extern "C" __global__ void {self.NAME}() {{}}\n'
         if backend == "cpu":
-            from lowering import cpu_runtime
+            from fuser.lowering import cpu_runtime
 
             self.module = cpu_runtime.CpuModule.from_source(
                 cpu_runtime.with_prelude(body + f"FUSER_HOST_LAUNCHER({self.NAME})\n"))
         else:
-            from lowering.compile import compile_cuda
-            from lowering.gpu_runtime import GpuModule
+            from fuser.lowering.compile import compile_cuda
+            from fuser.lowering.gpu_runtime import GpuModule
 
             self.module = GpuModule(compile_cuda(body).cubin)
         self._medians: dict[tuple, float] = {}
@@ -207,10 +207,10 @@ class EmptyKernel:
 
 def _module_class(backend: str):
     if backend == "cpu":
-        from lowering.cpu_runtime import CpuModule
+        from fuser.lowering.cpu_runtime import CpuModule
 
         return CpuModule
-    from lowering.gpu_runtime import GpuModule
+    from fuser.lowering.gpu_runtime import GpuModule
 
     return GpuModule
 
@@ -220,11 +220,11 @@ def _marshal(backend: str, module, kernel_name: str, args) -> bool:
     helpers; False when they are not there any more, and the figure then lacks them)."""
     try:
         if backend == "cpu":
-            from lowering.cpu_runtime import _marshal_args
+            from fuser.lowering.cpu_runtime import _marshal_args
 
             _marshal_args(module._kernel(kernel_name), args)
         else:
-            from lowering.gpu_runtime import _pack
+            from fuser.lowering.gpu_runtime import _pack
 
             for i, a in enumerate(args):
                 _pack(a, i, kernel_name)
@@ -311,7 +311,7 @@ def tiny_fusion_overhead(backend: str, empty: EmptyKernel, calls: int, array_fn=
     """The headline host overhead: z = x + y on [8] f32, one pointwise kernel: a cached `execute`
     with its real kernel, the same with the kernel swapped for an empty one, and the empty
     kernel's launch alone."""
-    from fuser_dialect import DataType, FusionDefinition
+    from fuser import DataType, FusionDefinition
 
     with FusionDefinition("tiny_add") as fd:
         x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)

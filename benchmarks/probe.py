@@ -42,10 +42,10 @@ class _ConstRng:
 
 
 def probe(case_key: str, backend: str) -> dict:
-    from benchmarks.cases import parse_case
-    from benchmarks.measure import compile_timings
+    from fuser.benchmarks.cases import parse_case
+    from fuser.benchmarks.measure import compile_timings
 
-    import lowering.executor  # noqa: F401  (the import is part of the cold cost, measured)
+    import fuser.lowering.executor  # noqa: F401  (the import is part of the cold cost, measured)
 
     record: dict = {"case": case_key, "backend": backend}
     t_import = time.perf_counter()
@@ -67,7 +67,7 @@ def probe(case_key: str, backend: str) -> dict:
         record["cubin_s"] = record["compile_s"]
         record["cubin_compiler"] = "executor (NVRTC/nvcc + load)"
     else:
-        from lowering.compile import available_compilers, compile_cuda
+        from fuser.lowering.compile import available_compilers, compile_cuda
 
         compilers = available_compilers()
         if compilers:
@@ -88,7 +88,7 @@ def main(argv: list[str]) -> int:
         record = probe(case_key, backend)
         code = 0
     except Exception as e:  # reported to the parent, which prints it in the table's notes
-        from benchmarks.measure import error_text
+        from fuser.benchmarks.measure import error_text
 
         record = {"case": case_key, "backend": backend, "error": error_text(e)}
         code = 1

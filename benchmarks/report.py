@@ -11,7 +11,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from benchmarks.measure import REPO_ROOT, SCHEDULER_ABBREV
+from fuser.benchmarks.measure import REPO_ROOT, SCHEDULER_ABBREV
 
 RESULTS_MD = Path(__file__).resolve().parent / "results.md"
 RESULTS_JSON = Path(__file__).resolve().parent / "results.json"
@@ -66,7 +66,7 @@ def machine_info() -> dict:
     cxx = _run([os.environ.get("FUSER_CXX", "g++"), "--version"]).splitlines()
     info["cxx"] = cxx[0] if cxx else "none"
     try:
-        from lowering.compile import available_compilers
+        from fuser.lowering.compile import available_compilers
 
         info["cuda_compilers"] = available_compilers()
     except Exception:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuser_dialect import FusionDefinition
+from fuser import FusionDefinition
 
 
 def run_and_report(title: str, fd: FusionDefinition, inputs: list, reference: list[np.ndarray], rtol=1e-5, atol=1e-6):

@@ -4,7 +4,7 @@ x read once (mean and variance phases reuse the row kept in registers)."""
 import numpy as np
 
 from _common import run_and_report
-from fuser_dialect import DataType, FusionDefinition
+from fuser import DataType, FusionDefinition
 
 
 def layer_norm_fusion(eps: float = 1e-5) -> FusionDefinition:

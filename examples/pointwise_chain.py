@@ -4,7 +4,7 @@ import ml_dtypes
 import numpy as np
 
 from _common import run_and_report
-from fuser_dialect import DataType, FusionDefinition
+from fuser import DataType, FusionDefinition
 
 
 def chain_fusion() -> FusionDefinition:

@@ -3,7 +3,7 @@
 import numpy as np
 
 from _common import run_and_report
-from fuser_dialect import DataType, FusionDefinition
+from fuser import DataType, FusionDefinition
 
 
 def softmax_fusion() -> FusionDefinition:

@@ -3,9 +3,10 @@
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
         fd.add_output(fd.ops.exp(x))
-    out, = fd.execute([np.ones((2, 3), np.float32)])
 
 IR is built directly (no parsing); `print(fd)` shows it as MLIR that fuser-opt reads.
+Executing a definition is the public package's job: `fuser.FusionDefinition` is this
+builder plus `execute`, and this module imports nothing above the dialect.
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ def _normalize_order(stride_order: Sequence[int] | None, rank: int, what: str) -
 
 
 class FusionDefinition:
-    """Defines one fusion. Use as a context manager; then `execute` it."""
+    """Defines one fusion (IR only). Use as a context manager; `fuser.FusionDefinition` executes it."""
 
     def __init__(self, name: str = "fusion"):
         from fuser_dialect.builder_ops import Ops
@@ -139,7 +140,6 @@ class FusionDefinition:
         self.ops = Ops(self)
         self._outputs: list[tuple[SSAValue, tuple[int, ...] | None]] = []
         self._module: ModuleOp | None = None
-        self._executor = None
 
     # -- definition ------------------------------------------------------
     def __enter__(self) -> FusionDefinition:
@@ -238,47 +238,6 @@ class FusionDefinition:
         stream = io.StringIO()
         Printer(stream=stream).print_op(self.module)
         return stream.getvalue()
-
-    # -- execution -------------------------------------------------------
-    def execute(self, inputs: Sequence[object], backend: str | None = None, _disable_options: Sequence[str] = ()):
-        """Runs the fusion and returns its outputs as a list.
-
-        backend: "reference" runs the numpy interpreter; "cpu" runs the generated CUDA C
-        on the host; "cuda" runs it on the GPU through pycuda; None picks "cuda" when a
-        GPU and pycuda are usable, else "cpu" (and "reference" when the lowering cannot
-        run here at all: no C++ compiler). Inputs are numpy arrays (bf16 via ml_dtypes),
-        Python/numpy scalars and torch tensors.
-        _disable_options: e.g. ["concretize_resize_extents"] (also env FUSER_DISABLE).
-        """
-        from fuser_dialect.execution import execute_fusion
-
-        return execute_fusion(self, inputs, backend, tuple(_disable_options))
-
-    def cache_info(self):
-        """hits, misses (compilations) and the key of each compiled entry."""
-        return self._get_executor().cache_info()
-
-    def last_kernels(self):
-        """One record per kernel launched by the last `execute`."""
-        return self._get_executor().last_kernels()
-
-    def last_compile_info(self) -> dict[str, float]:
-        """Where compile time went for the last execution: passes_s, segment_s, emission_s,
-        compile_s (seconds; empty for the reference backend)."""
-        if self._executor is None:
-            return {}
-        return self._executor.last_compile_info()
-
-    def last_cuda_code(self) -> str:
-        """The CUDA source of the last execution (empty for the reference backend)."""
-        return "\n".join(k.source for k in self.last_kernels())
-
-    def _get_executor(self):
-        if self._executor is None:
-            from lowering.executor import FusionExecutor
-
-            self._executor = FusionExecutor(self.module)
-        return self._executor
 
 
 def _order_attr(order: Sequence[int]):

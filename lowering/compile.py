@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lowering.errors import CompileError, FuserError  # CompileError: always built with keywords
+from fuser.lowering.errors import CompileError, FuserError  # CompileError: always built with keywords
 
 DEFAULT_ARCH = "sm_90"
 # Both compilers see the source under this name, so their messages read alike ("kernel.cu(3): error").

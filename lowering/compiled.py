@@ -20,13 +20,13 @@ from fuser_dialect.extents import ExtentPlan
 from fuser_dialect.fusion import make_context, output_order, the_fusion
 from fuser_dialect.ops_resize import SliceOp
 from fuser_dialect.types import TensorType, numpy_dtype
-from lowering.emit_cuda import EmittedKernel
-from lowering.kernel import KernelPlan
-from lowering.kernel import Scheduler
-from lowering.render import pointwise_facts, render
-from lowering.schedule import vector_width
-from lowering.schedule import Schedule, choose_schedule
-from lowering.segment import plan_kernels
+from fuser.lowering.emit_cuda import EmittedKernel
+from fuser.lowering.kernel import KernelPlan
+from fuser.lowering.kernel import Scheduler
+from fuser.lowering.render import pointwise_facts, render
+from fuser.lowering.schedule import vector_width
+from fuser.lowering.schedule import Schedule, choose_schedule
+from fuser.lowering.segment import plan_kernels
 
 
 @dataclass
@@ -122,11 +122,11 @@ class CompiledFusion:
 
 def load_module(source: str, backend: str):
     if backend == "cpu":
-        from lowering.cpu_runtime import CpuModule
+        from fuser.lowering.cpu_runtime import CpuModule
 
         return CpuModule.from_source(source)
-    from lowering.compile import compile_cuda
-    from lowering.gpu_runtime import GpuModule
+    from fuser.lowering.compile import compile_cuda
+    from fuser.lowering.gpu_runtime import GpuModule
 
     return GpuModule(compile_cuda(source).cubin)
 
@@ -138,8 +138,8 @@ def build_compiled_fusion(
     backend: str,
     resize_extents: bool,
 ) -> CompiledFusion:
-    from passes.concretize import concretize
-    from passes.preseg import PresegPass
+    from fuser.passes.concretize import concretize
+    from fuser.passes.preseg import PresegPass
 
     start = time.perf_counter()
     module = original.clone()

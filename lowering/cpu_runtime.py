@@ -28,7 +28,7 @@ from typing import Sequence
 import ml_dtypes
 import numpy as np
 
-from lowering.errors import CompileError, FuserError, LaunchError
+from fuser.lowering.errors import CompileError, FuserError, LaunchError
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 PRELUDE_PATH = RUNTIME_DIR / "fuser_prelude.cuh"

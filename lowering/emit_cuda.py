@@ -34,9 +34,9 @@ from fuser_dialect import ops_gather as G
 from fuser_dialect import ops_layout as L
 from fuser_dialect import ops_resize as R
 from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType, dtype_name
-from lowering import cuda_exprs as X
-from lowering.kernel import KernelPlan
-from lowering.schedule import Schedule
+from fuser.lowering import cuda_exprs as X
+from fuser.lowering.kernel import KernelPlan
+from fuser.lowering.schedule import Schedule
 
 
 @dataclass(frozen=True)

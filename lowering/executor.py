@@ -11,18 +11,21 @@ import dataclasses
 import threading
 from collections.abc import Sequence
 
+import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from fuser_dialect.execution import _like_inputs
 from fuser_dialect.extents import ExtentPlan, runtime_arguments
 from fuser_dialect.fusion import the_fusion
-from fuser_dialect.inputs import check_inputs, is_torch_tensor
-from lowering.cache import CacheInfo, FusionCache
-from lowering.cache_key import make_key
-from lowering.compiled import build_compiled_fusion
-from lowering.gather_checks import check_index_ranges, index_ops
-from lowering.launch import DeviceMemory, KernelRecord, Launcher
-from passes.concretize import resize_extents_enabled
+from fuser_dialect.fusion import output_order
+from fuser_dialect.inputs import apply_layout, check_inputs
+from fuser_dialect.interpreter import interpret
+from fuser.lowering.backends import Backend
+from fuser.lowering.cache import CacheInfo, FusionCache
+from fuser.lowering.cache_key import make_key
+from fuser.lowering.compiled import build_compiled_fusion
+from fuser.lowering.gather_checks import check_index_ranges, index_ops
+from fuser.lowering.launch import DeviceMemory, KernelRecord, Launcher
+from fuser.passes.concretize import resize_extents_enabled
 
 
 class FusionExecutor:
@@ -37,16 +40,18 @@ class FusionExecutor:
         self._lock = threading.Lock()
         self._local = threading.local()
 
-    def execute(self, inputs: Sequence[object], backend: str, disable: Sequence[str] = ()):
+    def execute(self, inputs: Sequence[object], backend: Backend, disable: Sequence[str] = ()):
+        if not backend.compiles:
+            return self._interpret(inputs)
         resize_extents = resize_extents_enabled(disable)
         checked = check_inputs(self.fusion, inputs)
         shapes, scalars = runtime_arguments(self.plan, checked)
         source_extents = self.plan.evaluate(shapes, scalars)
         if self.has_index_ops:
             check_index_ranges(self.fusion, checked, source_extents)
-        key = make_key(self.plan, checked, backend, resize_extents, extents=source_extents)
+        key = make_key(self.plan, checked, backend.name, resize_extents, extents=source_extents)
         compiled = self.cache.lookup_or_build(
-            key, lambda: build_compiled_fusion(self.module, shapes, scalars, backend, resize_extents)
+            key, lambda: build_compiled_fusion(self.module, shapes, scalars, backend.name, resize_extents)
         )
         extents = compiled.extent_plan.evaluate(shapes, scalars)
         kernels, compiled_now = compiled.kernels_for(compiled.schedules(extents, checked))
@@ -55,11 +60,18 @@ class FusionExecutor:
                 self._compiles += 1
             else:
                 self._reuses += 1
-        memory = DeviceMemory(inputs) if backend == "cuda" else None
-        outputs, records = Launcher(compiled, kernels, extents, checked, memory).run(backend)
+        memory = DeviceMemory(inputs) if backend.device else None
+        outputs, records = Launcher(compiled, kernels, extents, checked, memory).run(backend.name)
         self._local.records = records
         self._local.last = compiled
-        return _like_inputs(outputs, inputs) if backend == "cpu" and any(map(is_torch_tensor, inputs)) else outputs
+        return outputs
+
+    def _interpret(self, inputs: Sequence[object]) -> list:
+        outs = interpret(self.fusion, inputs)
+        self._local.records = []
+        self._local.last = None
+        # apply_layout copies: an output never aliases an input array (a fusion may return one).
+        return [apply_layout(o, output_order(self.fusion, i)[0]) if np.ndim(o) else o for i, o in enumerate(outs)]
 
     def cache_info(self) -> CacheInfo:
         """hits / misses count executions that reused / compiled kernels (a new concretization

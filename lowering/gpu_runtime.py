@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from lowering.errors import FuserError
+from fuser.lowering.errors import FuserError
 
 _STATIC_SHARED_LIMIT = 48 * 1024  # more dynamic shared memory must be opted into per kernel
 

@@ -16,8 +16,8 @@ from xdsl.ir import SSAValue
 
 from fuser_dialect.inputs import to_numpy
 from fuser_dialect.types import TensorType
-from lowering.compiled import CompiledFusion, CompiledKernels
-from lowering.emit_cuda import EmittedKernel, Param
+from fuser.lowering.compiled import CompiledFusion, CompiledKernels
+from fuser.lowering.emit_cuda import EmittedKernel, Param
 
 _SCALAR_CTYPES = {"double": np.float64, "float": np.float32, "long long": np.int64, "int": np.int32, "bool": np.bool_}
 
@@ -92,7 +92,7 @@ class DeviceMemory:
     """Buffers of the cuda backend: device arrays (torch CUDA tensors are used in place)."""
 
     def __init__(self, inputs: Sequence[object]):
-        from lowering import gpu_runtime
+        from fuser.lowering import gpu_runtime
 
         self.gpu = gpu_runtime
         self.like = [x for x in inputs if hasattr(x, "data_ptr")]

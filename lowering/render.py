@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 from fuser_dialect import ops_compute as C
 from fuser_dialect import ops_layout as L
-from lowering import cuda_exprs as X
-from lowering.emit_cuda import EmittedKernel, KernelEmitter, _Loop, prelude
-from lowering.kernel import KernelPlan
-from lowering.schedule import Schedule
-from lowering.segment import DROP, FULL, KEEP
+from fuser.lowering import cuda_exprs as X
+from fuser.lowering.emit_cuda import EmittedKernel, KernelEmitter, _Loop, prelude
+from fuser.lowering.kernel import KernelPlan
+from fuser.lowering.schedule import Schedule
+from fuser.lowering.segment import DROP, FULL, KEEP
 
 _SMEM_NAME = {"float": "fuser_smem_f", "double": "fuser_smem_d", "long long": "fuser_smem_ll", "int": "fuser_smem_i"}
 _FUNCTOR = {C.ReductionKind.SUM: "FuserSumOp", C.ReductionKind.PROD: "FuserProdOp",

@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 
 from fuser_dialect.types import numpy_dtype
-from lowering.kernel import KernelPlan, Scheduler
+from fuser.lowering.kernel import KernelPlan, Scheduler
 
 MAX_PERSISTENT_ITERS = 32
 MIN_INNER = 128

@@ -27,8 +27,8 @@ from fuser_dialect import ops_compute as C
 from fuser_dialect import ops_gather as G
 from fuser_dialect import ops_layout as L
 from fuser_dialect.types import TensorType
-from lowering.kernel import KernelPlan, Scheduler
-from lowering.symbolic import B, SymbolicExtents
+from fuser.lowering.kernel import KernelPlan, Scheduler
+from fuser.lowering.symbolic import B, SymbolicExtents
 
 FULL, KEEP, DROP = "full", "keep", "drop"
 _MAX_RECOMPUTE = 8

@@ -15,10 +15,10 @@ from xdsl.utils.target import Target
 
 from fuser_dialect.fusion import fusion_funcs
 from fuser_dialect.types import BROADCAST, DYNAMIC
-from lowering.kernel import Scheduler
-from lowering.render import pointwise_facts, render
-from lowering.schedule import choose_schedule
-from lowering.segment import plan_kernels
+from fuser.lowering.kernel import Scheduler
+from fuser.lowering.render import pointwise_facts, render
+from fuser.lowering.schedule import choose_schedule
+from fuser.lowering.segment import plan_kernels
 
 
 @dataclass(frozen=True)

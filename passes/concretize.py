@@ -102,7 +102,7 @@ def concretize(
     info = extents.concretization(resize_extents)
     _Concretizer(f, extents, resize_extents).run()
     if info.exact_gathers:
-        from passes.gather_to_take_along_axis import GatherToTakeAlongAxisPass
+        from fuser.passes.gather_to_take_along_axis import GatherToTakeAlongAxisPass
 
         GatherToTakeAlongAxisPass(exact=info.exact_gathers).apply(Context(), module)
     # Only on a cache miss: worth a full verify, so a rewrite bug never reaches code generation.

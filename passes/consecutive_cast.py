@@ -48,7 +48,7 @@ from xdsl.pattern_rewriter import (
 from fuser_dialect.ops_compute import CastOp
 from fuser_dialect.ops_layout import ReshapeOp, SqueezeOp
 from fuser_dialect.types import TensorType
-from passes.fusion_outputs import erase_dead, has_single_use, may_forward
+from fuser.passes.fusion_outputs import erase_dead, has_single_use, may_forward
 
 _FLOAT_BITS = {"bf16": 16, "f16": 16, "f32": 32, "f64": 64}
 _INT_BITS = {"i32": 32, "i64": 64}

@@ -30,8 +30,8 @@ from fuser_dialect.ops_factory import DimOp, IotaOp
 from fuser_dialect.ops_gather import GatherOp, TakeAlongAxisOp
 from fuser_dialect.ops_layout import BroadcastInDimOp
 from fuser_dialect.types import BROADCAST, DYNAMIC, FLOAT_DTYPES, TensorType
-from passes.fusion_outputs import has_single_use
-from passes.gather_to_take_along_axis import statically_exact
+from fuser.passes.fusion_outputs import has_single_use
+from fuser.passes.gather_to_take_along_axis import statically_exact
 
 
 def _exact(op: GatherOp | TakeAlongAxisOp) -> bool:

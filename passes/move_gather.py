@@ -22,7 +22,7 @@ from fuser_dialect import shape_rules as rules
 from fuser_dialect.ops_compute import CastOp, UnaryOp
 from fuser_dialect.ops_gather import TakeAlongAxisOp
 from fuser_dialect.types import TensorType
-from passes.fusion_outputs import has_single_use
+from fuser.passes.fusion_outputs import has_single_use
 
 
 class MoveTakeAlongAxisAboveUnary(RewritePattern):

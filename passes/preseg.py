@@ -21,11 +21,11 @@ from xdsl.dialects import builtin
 from xdsl.passes import Context, ModulePass
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
-from passes.allocation_order import AllocationOrderInferencePass
-from passes.consecutive_cast import ConsecutiveCastPass
-from passes.gather_to_take_along_axis import GatherToTakeAlongAxisPass
-from passes.move_gather import MoveGatherPass
-from passes.remove_bcast_squeeze import RemoveBcastSqueezePass
+from fuser.passes.allocation_order import AllocationOrderInferencePass
+from fuser.passes.consecutive_cast import ConsecutiveCastPass
+from fuser.passes.gather_to_take_along_axis import GatherToTakeAlongAxisPass
+from fuser.passes.move_gather import MoveGatherPass
+from fuser.passes.remove_bcast_squeeze import RemoveBcastSqueezePass
 
 
 @dataclass(frozen=True)

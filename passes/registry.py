@@ -29,13 +29,13 @@ def all_pass_factories() -> dict[str, Callable[[], type[ModulePass]]]:
 
 
 # Pre-segmentation passes.
-register("remove-bcast-squeeze", "passes.remove_bcast_squeeze", "RemoveBcastSqueezePass")
-register("consecutive-cast", "passes.consecutive_cast", "ConsecutiveCastPass")
-register("allocation-order-inference", "passes.allocation_order", "AllocationOrderInferencePass")
-register("fuser-preseg", "passes.preseg", "PresegPass")
-register("segment", "lowering.segment_pass", "SegmentPass")
-register("concretize", "passes.concretize", "ConcretizePass")
+register("remove-bcast-squeeze", "fuser.passes.remove_bcast_squeeze", "RemoveBcastSqueezePass")
+register("consecutive-cast", "fuser.passes.consecutive_cast", "ConsecutiveCastPass")
+register("allocation-order-inference", "fuser.passes.allocation_order", "AllocationOrderInferencePass")
+register("fuser-preseg", "fuser.passes.preseg", "PresegPass")
+register("segment", "fuser.lowering.segment_pass", "SegmentPass")
+register("concretize", "fuser.passes.concretize", "ConcretizePass")
 # Gather family (cross-entropy).
-register("gather-to-take-along-axis", "passes.gather_to_take_along_axis", "GatherToTakeAlongAxisPass")
-register("gather-sum-to-one-hot", "passes.gather_sum_to_one_hot", "GatherSumToOneHotPass")
-register("move-gather", "passes.move_gather", "MoveGatherPass")
+register("gather-to-take-along-axis", "fuser.passes.gather_to_take_along_axis", "GatherToTakeAlongAxisPass")
+register("gather-sum-to-one-hot", "fuser.passes.gather_sum_to_one_hot", "GatherSumToOneHotPass")
+register("move-gather", "fuser.passes.move_gather", "MoveGatherPass")

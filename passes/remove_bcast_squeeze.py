@@ -55,7 +55,7 @@ from fuser_dialect import shape_rules as rules
 from fuser_dialect.ops_compute import BinaryOp, CastOp, UnaryOp, WhereOp
 from fuser_dialect.ops_layout import BroadcastInDimOp, BroadcastOp, SqueezeOp
 from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType
-from passes.fusion_outputs import erase_dead, has_single_use, may_forward
+from fuser.passes.fusion_outputs import erase_dead, has_single_use, may_forward
 
 PRESERVE, SQUEEZE, BCAST = "P", "S", "B"
 

@@ -18,7 +18,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 from fuser_dialect.dialect import Fuser
 from fuser_dialect.fusion import fusion_funcs, verify_fusion
-from passes.registry import all_pass_factories
+from fuser.passes.registry import all_pass_factories
 
 
 class FuserOptMain(xDSLOptMain):
@@ -49,7 +49,7 @@ class FuserOptMain(xDSLOptMain):
     def register_all_targets(self) -> None:
         super().register_all_targets()
         try:
-            from lowering.targets import CudaTarget
+            from fuser.lowering.targets import CudaTarget
         except ImportError:
             return
         self.available_targets["cuda"] = lambda: CudaTarget

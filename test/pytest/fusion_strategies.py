@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from hypothesis import strategies as st
 
-from fuser_dialect import DataType, FusionDefinition
+from fuser import DataType, FusionDefinition
 from fuser_dialect.types import numpy_dtype
 
 FLOATS = ["f64", "f32", "f16", "bf16"]

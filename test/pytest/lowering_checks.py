@@ -18,7 +18,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from lowering.cpu_runtime import cpu_compiler_available
+from fuser.lowering.cpu_runtime import cpu_compiler_available
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -100,7 +100,7 @@ def tie(fd, tensors) -> None:
 def compile_for_sm90(sources: dict[str, str], backend: str, cache_dir, monkeypatch) -> int:
     """Compiles every source for sm_90 with `backend` ("nvrtc" or "nvcc"), for real (a fresh
     cubin cache); skips, saying why, when that compiler is missing. Returns how many compiled."""
-    from lowering import compile as cc
+    from fuser.lowering import compile as cc
 
     try:
         label = cc.find_compiler(backend).label

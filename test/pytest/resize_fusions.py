@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 import numpy as np
 from xdsl.printer import Printer
 
-from fuser_dialect import DataType, FusionDefinition
+from fuser import DataType, FusionDefinition
 from fuser_dialect.extents import ExtentPlan, runtime_arguments
 from fuser_dialect.fusion import the_fusion
 from fuser_dialect.inputs import check_inputs
 from fuser_dialect.interpreter import interpret
-from lowering.cache import FusionCache
-from lowering.cache_key import CacheKey, make_key
-from passes.concretize import concretize
+from fuser.lowering.cache import FusionCache
+from fuser.lowering.cache_key import CacheKey, make_key
+from fuser.passes.concretize import concretize
 
 
 def printed(op) -> str:

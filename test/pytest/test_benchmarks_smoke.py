@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import cases, measure, report
-from lowering.cpu_runtime import cpu_compiler_available
+from fuser.benchmarks import cases, measure, report
+from fuser.lowering.cpu_runtime import cpu_compiler_available
 
 
 def test_every_case_matches_its_reference_on_the_interpreter():

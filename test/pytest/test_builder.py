@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from xdsl.parser import Parser
 
-from fuser_dialect import DataType, FusionDefinition, make_context
+from fuser import DataType, FusionDefinition
+from fuser_dialect import make_context
 from fuser_dialect.ops_compute import BinaryKind, UnaryKind
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -711,7 +712,7 @@ def test_print_reparses_with_the_parser_to_the_same_text(rich_fusion):
 
 def test_print_reparses_with_fuser_opt(rich_fusion):
     text = str(rich_fusion)
-    proc = subprocess.run([sys.executable, "-m", "tools.fuser_opt"], input=text, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "fuser.tools.fuser_opt"], input=text, capture_output=True, text=True,
                           cwd=_repo_root())
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == text.strip()

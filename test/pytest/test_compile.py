@@ -11,8 +11,8 @@ import struct
 
 import pytest
 
-from lowering import compile as cc
-from lowering.errors import CompileError, FuserError
+from fuser.lowering import compile as cc
+from fuser.lowering.errors import CompileError, FuserError
 
 SAXPY = """\
 extern "C" __global__ void saxpy(float a, const float* __restrict__ x, float* __restrict__ y, int n) {

@@ -11,14 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fuser_dialect import DataType, FusionDefinition
+from fuser import DataType, FusionDefinition
 from fuser_dialect.extents import ExtentError, ExtentPlan, evaluate_extents, runtime_arguments
 from fuser_dialect.fusion import make_context, the_fusion
 from fuser_dialect.inputs import check_inputs
 from fuser_dialect.interpreter import interpret
 from fuser_dialect.types import BROADCAST, TensorType
-from lowering.cache_key import make_key
-from passes.concretize import ConcretizePass, concretize, parse_cli_inputs, resize_extents_enabled
+from fuser.lowering.cache_key import make_key
+from fuser.passes.concretize import ConcretizePass, concretize, parse_cli_inputs, resize_extents_enabled
 from resize_fusions import CASES, pad_scalar_widths, pad_to_broadcast, printed, rope, rope_inputs, rope_oracle
 
 MODES = [True, False]

@@ -13,8 +13,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from lowering import cpu_runtime as cr
-from lowering.errors import CompileError, FuserError, LaunchError
+from fuser.lowering import cpu_runtime as cr
+from fuser.lowering.errors import CompileError, FuserError, LaunchError
 
 pytestmark = pytest.mark.skipif(not cr.cpu_compiler_available(), reason="no g++ for the CPU backend")
 

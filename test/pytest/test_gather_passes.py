@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from xdsl.context import Context
 
-from fuser_dialect import DataType, FusionDefinition
+from fuser import DataType, FusionDefinition
 from fuser_dialect.interpreter import interpret
-from passes.gather_sum_to_one_hot import GatherSumToOneHotPass
-from passes.gather_to_take_along_axis import GatherToTakeAlongAxisPass
-from passes.move_gather import MoveGatherPass
+from fuser.passes.gather_sum_to_one_hot import GatherSumToOneHotPass
+from fuser.passes.gather_to_take_along_axis import GatherToTakeAlongAxisPass
+from fuser.passes.move_gather import MoveGatherPass
 
 
 def _ops(module) -> list[str]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lowering import gpu_runtime as gr
-from lowering.errors import FuserError
+from fuser.lowering import gpu_runtime as gr
+from fuser.lowering.errors import FuserError
 
 # --------------------------------------------------------------------------- no device needed
 
@@ -139,7 +139,7 @@ extern "C" __global__ void block_sum(const float* x, float* out, int per_thread)
 
 
 def module(source: str) -> gr.GpuModule:
-    from lowering.compile import compile_cuda
+    from fuser.lowering.compile import compile_cuda
 
     return gr.GpuModule(compile_cuda(source).cubin)  # default arch: the device's
 
@@ -199,7 +199,7 @@ def test_errors_name_the_problem():
     mod = module(SAXPY)
     with pytest.raises(FuserError, match="no kernel 'saxpi'"):
         mod.launch("saxpi", 1, 1, [])
-    from lowering.compile import compile_cuda, default_arch
+    from fuser.lowering.compile import compile_cuda, default_arch
 
     major = int(default_arch()[3:]) // 10
     other = "sm_75" if major >= 8 else "sm_90"  # SASS never runs on another major version

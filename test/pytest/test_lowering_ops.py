@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fuser_dialect import DataType, FusionDefinition
+from fuser import DataType, FusionDefinition
 from fuser_dialect.ops_compute import BinaryKind, UnaryKind
 from lowering_checks import (BF16, assert_matches, check, compile_for_sm90, generated_not_compiled,
                              requires_cpu_backend, tie)
@@ -170,7 +170,7 @@ def test_binary(dt, npdt):
 
 INT_DIV_BY_ZERO = """
 import numpy as np
-from fuser_dialect import DataType, FusionDefinition
+from fuser import DataType, FusionDefinition
 for dt, npdt in [(DataType.Int32, np.int32), (DataType.Int, np.int64)]:
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[-1], dtype=dt)

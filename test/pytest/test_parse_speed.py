@@ -11,7 +11,8 @@ import time
 
 from xdsl.parser import Parser
 
-from fuser_dialect import DataType, FusionDefinition, make_context
+from fuser import DataType, FusionDefinition
+from fuser_dialect import make_context
 
 N_OPS = 2000
 BUDGET_S = 2.0  # ~1.0 s measured (print+parse+verify) on a 2-core machine; generous for CI noise

@@ -28,17 +28,17 @@ from hypothesis import strategies as st
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from fuser_dialect import DataType, FusionDefinition
+from fuser import DataType, FusionDefinition
 from fuser_dialect.fusion import make_context, output_order, the_fusion, verify_fusion
 from fuser_dialect.inputs import apply_layout
 from fuser_dialect.interpreter import interpret
 from fuser_dialect.ops_compute import CastOp
 from fusion_strategies import GeneratedFusion, chain_fusions, random_inputs
-from passes.allocation_order import AllocationOrderInferencePass
-from passes.consecutive_cast import ConsecutiveCastPass, fold_chain
-from passes.preseg import PresegPass
-from passes.registry import get_pass
-from passes.remove_bcast_squeeze import RemoveBcastSqueezePass
+from fuser.passes.allocation_order import AllocationOrderInferencePass
+from fuser.passes.consecutive_cast import ConsecutiveCastPass, fold_chain
+from fuser.passes.preseg import PresegPass
+from fuser.passes.registry import get_pass
+from fuser.passes.remove_bcast_squeeze import RemoveBcastSqueezePass
 
 PASSES: dict[str, ModulePass] = {
     "remove-bcast-squeeze": RemoveBcastSqueezePass(),

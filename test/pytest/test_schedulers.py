@@ -23,8 +23,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fuser_dialect import DataType, FusionDefinition
-from lowering.schedule import PERSISTENT_GRID
+from fuser import DataType, FusionDefinition
+from fuser.lowering.schedule import PERSISTENT_GRID
 from lowering_checks import BF16, check, compile_for_sm90, generated_not_compiled, requires_cpu_backend
 
 pytestmark = requires_cpu_backend
@@ -255,7 +255,7 @@ def test_outer_dim_sum(rows, cols):
 def test_reductions_over_different_dims_split():
     """Two reductions of one tensor over different dims cannot share a kernel: two reduction
     kernels, the second with the reason (also checked with FileCheck in test/lowering)."""
-    from lowering.segment import plan_kernels
+    from fuser.lowering.segment import plan_kernels
 
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[-1, -1])
