@@ -313,10 +313,10 @@ class KernelEmitter:
         return self.tmp(ctype, f"{self.invariant[key][0]}[{loop.slot}]", "v")
 
     def emit_op(self, op: Operation, idx: tuple[str, ...]) -> str:
-        handler = getattr(self, f"op_{type(op).__name__}", None)
+        handler = EMITTERS.get(type(op))
         if handler is None:
             raise NotImplementedError(f"CUDA emission of {op.name} is not implemented")
-        return handler(op, idx)
+        return handler(self, op, idx)
 
     # elementwise
     def op_UnaryOp(self, op: C.UnaryOp, idx):
@@ -497,3 +497,27 @@ class KernelEmitter:
 
     def numel(self, value: SSAValue, dims: Sequence[int]) -> str:
         return " * ".join(self.extent(value, d) for d in dims) or "1LL"
+
+
+EMITTERS: dict[type[Operation], object] = {
+    C.UnaryOp: KernelEmitter.op_UnaryOp,
+    C.BinaryOp: KernelEmitter.op_BinaryOp,
+    C.WhereOp: KernelEmitter.op_WhereOp,
+    C.CastOp: KernelEmitter.op_CastOp,
+    C.ReductionOp: KernelEmitter.op_ReductionOp,
+    L.BroadcastOp: KernelEmitter.op_BroadcastOp,
+    L.BroadcastInDimOp: KernelEmitter.op_BroadcastInDimOp,
+    L.SqueezeOp: KernelEmitter.op_SqueezeOp,
+    L.ExpandOp: KernelEmitter.op_ExpandOp,
+    L.PermuteOp: KernelEmitter.op_PermuteOp,
+    L.ReshapeOp: KernelEmitter.op_ReshapeOp,
+    R.SliceOp: KernelEmitter.op_SliceOp,
+    R.PadOp: KernelEmitter.op_PadOp,
+    R.CatOp: KernelEmitter.op_CatOp,
+    G.GatherOp: KernelEmitter.op_GatherOp,
+    G.TakeAlongAxisOp: KernelEmitter.op_TakeAlongAxisOp,
+    G.IndexSelectOp: KernelEmitter.op_IndexSelectOp,
+    F.IotaOp: KernelEmitter.op_IotaOp,
+    F.FullOp: KernelEmitter.op_FullOp,
+}
+"""Per op class: how its value at an index is emitted (`KernelEmitter.emit_op` dispatches here)."""
