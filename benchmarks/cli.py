@@ -23,6 +23,7 @@ import traceback
 
 from fuser.benchmarks import measure, report
 from fuser.benchmarks.cases import Case, all_cases
+from fuser.lowering.backends import CPU, Backend, get_backend
 
 BYTES_SHAPE_LIMIT = 64 << 20  # full mode: count bytes on the cpu backend at most this much minimum traffic
 
@@ -62,7 +63,7 @@ def select(cases: list[Case], spec: str) -> list[Case]:
 
 
 class Harness:
-    def __init__(self, args, backend: str, mode: str):
+    def __init__(self, args, backend: Backend, mode: str):
         self.args = args
         self.backend = backend
         self.mode = mode
@@ -73,11 +74,11 @@ class Harness:
         self.gpu = None
 
     def use_cache(self, path: str) -> None:
-        os.environ["FUSER_CACHE_DIR"] = path  # read on every compile by lowering.{cpu_runtime,compile}
+        os.environ["FUSER_CACHE_DIR"] = path  # read on every compile (lowering.settings)
 
     # -- one row -------------------------------------------------------------------------------------
     def run_row(self, case: Case, copy_gbps: float | None) -> dict:
-        row: dict = {"kind": case.kind, "dtype": case.dtype, "shape": list(case.shape), "backend": self.backend,
+        row: dict = {"kind": case.kind, "dtype": case.dtype, "shape": list(case.shape), "backend": self.backend.name,
                      "min_bytes": case.min_bytes(), "errors": []}
         cache = os.path.join(self.root, case.key.replace(":", "_"))
         if not self.args.no_compile_latency:
@@ -91,15 +92,14 @@ class Harness:
                     row[f"{which}_total_s"] = measure.definition_to_cubin_s(lat[which])
         self.use_cache(cache)  # the probes' kernels: the in-process run loads them from disk
 
-        # kernels, bytes and correctness on the cpu backend (fewer rows on GPU machines)
-        bytes_shape = case.shape if self.backend == "cpu" else case.with_rows(BYTES_SHAPE_LIMIT)
+        # kernels, bytes and correctness on the cpu backend, which counts bytes (fewer rows on GPU machines)
+        counted_here = self.backend.counts_bytes
+        bytes_shape = case.shape if counted_here else case.with_rows(BYTES_SHAPE_LIMIT)
         row["bytes_shape"] = list(bytes_shape)
         try:
-            from fuser.lowering.cpu_runtime import cpu_compiler_available
-
-            if self.backend == "cpu" or cpu_compiler_available():
-                empty = self.empty if self.backend == "cpu" else None  # the cuda path's is measured below
-                counted = measure.run_case(case, "cpu", shape=bytes_shape, empty=empty, host_calls=self.calls)
+            if counted_here or CPU.available()[0]:
+                empty = self.empty if counted_here else None  # the GPU path's is measured below
+                counted = measure.run_case(case, CPU, shape=bytes_shape, empty=empty, host_calls=self.calls)
                 counted.pop("shape")
                 counted["bytes_min_bytes"] = counted.pop("min_bytes", None)
                 row.update(counted)
@@ -112,7 +112,7 @@ class Harness:
         if "error" in (row.get("host") or {}):
             row["errors"].append(f"host overhead: {row['host']['error']}")
 
-        if self.backend == "cuda":
+        if self.gpu is not None:
             try:
                 g = self.gpu.measure_case(case, self.args.warmup, self.args.iters, not self.args.no_torch_compile,
                                           self.empty, self.calls)
@@ -152,25 +152,23 @@ def main(argv: list[str] | None = None) -> int:
         has_gpu, why = gpu_mod.available()
         mode = "full" if has_gpu else "quick"
         log(f"mode {mode}: " + (f"GPU {why}" if has_gpu else f"no GPU ({why})"))
-    backend = args.backend or ("cuda" if mode == "full" else "cpu")
-
-    if backend == "cuda":
-        ok, why = gpu_mod.available()
-        if not ok:
-            log(f"backend cuda unavailable here: {why}. Use --quick (cpu backend) or --backend cpu.")
-            return 2
+    backend = get_backend(args.backend or ("cuda" if mode == "full" else "cpu"))
+    ok, why = backend.available()
+    if not ok:
+        log(f"backend {backend.name} unavailable here: {why}. Use --quick (cpu backend) or --backend cpu.")
+        return 2
     cases = select(all_cases(mode), args.cases)
     if not cases:
         log(f"no case matches --cases {args.cases!r}")
         return 2
-    if mode == "full" and backend == "cpu":
+    if mode == "full" and not backend.on_gpu:
         log("warning: full shapes on the cpu backend emulate gigabytes of GPU work; this takes very long")
 
     harness = Harness(args, backend, mode)
     run: dict = {"command": "python -m fuser.benchmarks " + shlex.join(sys.argv[1:] if argv is None else argv),
-                 "mode": mode, "backend": backend, "machine": report.machine_info(), "rows": []}
+                 "mode": mode, "backend": backend.name, "machine": report.machine_info(), "rows": []}
     try:
-        if backend == "cuda":
+        if backend.on_gpu:
             harness.gpu = gpu_mod.Gpu()
             run["gpu_info"] = harness.gpu.info()
             run["copy"] = harness.gpu.copy_bandwidth()
@@ -181,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             harness.empty = measure.EmptyKernel(backend)
         except Exception as e:  # then no host-overhead figures, everything else still runs
             run["empty_kernel_error"] = measure.error_text(e)
-            log(f"no empty kernel on {backend}: {run['empty_kernel_error']}")
+            log(f"no empty kernel on {backend.name}: {run['empty_kernel_error']}")
         try:
             if harness.empty is None:
                 raise RuntimeError(f"no empty kernel: {run['empty_kernel_error']}")
@@ -214,6 +212,6 @@ def main(argv: list[str] | None = None) -> int:
         report.append_results(run, markdown)
         log(f"appended to {report.RESULTS_MD} and {report.RESULTS_JSON}")
     if args.update_readme:
-        log(report.update_readme(markdown, backend))
+        log(report.update_readme(markdown, backend.name))
     log(f"total {run['wall_s']:.0f} s")
     return 0

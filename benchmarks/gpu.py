@@ -57,7 +57,7 @@ class Gpu:
         from fuser.lowering import gpu_runtime
 
         self.rt = gpu_runtime
-        self.drv = gpu_runtime._driver()  # pycuda.driver with the primary context current
+        self.drv = gpu_runtime.driver()  # pycuda.driver with the primary context current
         dev = self.drv.Context.get_device()
         self.name = dev.name()
         self.capability = "sm_%d%d" % dev.compute_capability()
@@ -123,9 +123,9 @@ class Gpu:
         original = GpuModule.launch
         calls: list[tuple] = []
 
-        def recording(module, kernel_name, grid, block, args, shared_bytes=0):
-            calls.append((module, kernel_name, grid, block, list(args), shared_bytes))
-            return original(module, kernel_name, grid, block, args, shared_bytes)
+        def recording(module, kernel_name, grid, block, args, **options):
+            calls.append((module, kernel_name, grid, block, list(args), options))
+            return original(module, kernel_name, grid, block, args, **options)
 
         GpuModule.launch = recording
         try:
@@ -134,8 +134,8 @@ class Gpu:
             GpuModule.launch = original
 
         def replay() -> None:
-            for module, name, grid, block, args, shared in calls:
-                original(module, name, grid, block, args, shared)
+            for module, name, grid, block, args, options in calls:
+                original(module, name, grid, block, args, **options)
 
         return outputs, replay
 

@@ -48,6 +48,8 @@ from pathlib import Path
 import numpy as np
 
 from fuser.benchmarks.cases import Case, check
+from fuser.lowering.backends import Backend, get_backend
+from fuser.lowering.runtime import with_prelude
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCHEDULER_ABBREV = {"pointwise": "pw", "reduction": "red", "inner_persistent": "pers"}
@@ -87,10 +89,11 @@ def median_ns(fn: Callable[[], object], calls: int, warmup: int, between: Callab
 # --------------------------------------------------------------------------- one case, cpu counters
 
 
-def run_case(case: Case, backend: str, shape: Sequence[int] | None = None, exec_reps: int = 2,
+def run_case(case: Case, backend: str | Backend, shape: Sequence[int] | None = None, exec_reps: int = 2,
              seed: int = 0, empty: "EmptyKernel | None" = None, host_calls: int = 1000) -> dict:
     """Build, execute, check against the numpy reference, count kernels and bytes; with `empty`,
     also the host overhead of a cached execute of this very fusion."""
+    backend = get_backend(backend)
     shape = tuple(shape or case.shape)
     row: dict = {"shape": list(shape)}
     fd = case.build(shape)
@@ -132,13 +135,13 @@ def run_case(case: Case, backend: str, shape: Sequence[int] | None = None, exec_
 # --------------------------------------------------------------------------- compile latency
 
 
-def compile_probe(case: Case, backend: str, cache_dir: str, timeout: float = 600.0) -> dict:
+def compile_probe(case: Case, backend: str | Backend, cache_dir: str, timeout: float = 600.0) -> dict:
     """One probe process (see module doc). Returns its JSON record or {"error": ...}."""
     with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as tmp:
         out_path = tmp.name
     env = dict(os.environ, FUSER_CACHE_DIR=cache_dir, PYTHONPATH=os.pathsep.join(
         [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    cmd = [sys.executable, "-m", "fuser.benchmarks.probe", case.key, backend, out_path]
+    cmd = [sys.executable, "-m", "fuser.benchmarks.probe", case.key, get_backend(backend).name, out_path]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout)
@@ -156,7 +159,7 @@ def compile_probe(case: Case, backend: str, cache_dir: str, timeout: float = 600
     return record
 
 
-def compile_latency(case: Case, backend: str, cache_dir: str) -> dict:
+def compile_latency(case: Case, backend: str | Backend, cache_dir: str) -> dict:
     """{"cold": probe, "warm": probe} with an empty, then populated, cache folder."""
     cold = compile_probe(case, backend, cache_dir)
     warm = compile_probe(case, backend, cache_dir) if "error" not in cold else {"error": "skipped: cold failed"}
@@ -177,25 +180,14 @@ class EmptyKernel:
 
     NAME = "fuser_bench_empty"
 
-    def __init__(self, backend: str):
-        self.backend = backend
-        body = f'extern "C" __global__ void {self.NAME}() {{}}\n'
-        if backend == "cpu":
-            from fuser.lowering import cpu_runtime
-
-            self.module = cpu_runtime.CpuModule.from_source(
-                cpu_runtime.with_prelude(body + f"FUSER_HOST_LAUNCHER({self.NAME})\n"))
-        else:
-            from fuser.lowering.compile import compile_cuda
-            from fuser.lowering.gpu_runtime import GpuModule
-
-            self.module = GpuModule(compile_cuda(body).cubin)
+    def __init__(self, backend: str | Backend):
+        self.backend = get_backend(backend)
+        body = f'extern "C" __global__ void {self.NAME}() {{}}\nFUSER_HOST_LAUNCHER({self.NAME})\n'
+        self.program = self.backend.program(with_prelude(body))
         self._medians: dict[tuple, float] = {}
 
     def launch(self, grid, block, needs_sync: bool = True):
-        if self.backend == "cpu":
-            return self.module.launch(self.NAME, grid, block, [], needs_sync=needs_sync)
-        return self.module.launch(self.NAME, grid, block, [])
+        return self.program.launch(self.NAME, grid, block, [], needs_sync=needs_sync)
 
     def median_us(self, grid, block, needs_sync: bool, calls: int, sync=None) -> float:
         key = (tuple(grid), tuple(block), needs_sync)
@@ -205,57 +197,28 @@ class EmptyKernel:
         return self._medians[key]
 
 
-def _module_class(backend: str):
-    if backend == "cpu":
-        from fuser.lowering.cpu_runtime import CpuModule
-
-        return CpuModule
-    from fuser.lowering.gpu_runtime import GpuModule
-
-    return GpuModule
-
-
-def _marshal(backend: str, module, kernel_name: str, args) -> bool:
-    """The real launch's argument checks and packing, without the launch (private runtime
-    helpers; False when they are not there any more, and the figure then lacks them)."""
-    try:
-        if backend == "cpu":
-            from fuser.lowering.cpu_runtime import _marshal_args
-
-            _marshal_args(module._kernel(kernel_name), args)
-        else:
-            from fuser.lowering.gpu_runtime import _pack
-
-            for i, a in enumerate(args):
-                _pack(a, i, kernel_name)
-        return True
-    except (ImportError, AttributeError):
-        return False
-
-
 class EmptyLaunches:
     """While active, every kernel launch of the runtime is replaced by: the real launch's argument
-    marshalling, then a launch of an empty kernel (cuda: the same grid and block; cpu: one block of
-    one thread, see below); and the time inside those launch calls is accumulated."""
+    checks and packing (`pack_args`), then a launch of an empty kernel (on the GPU: the same grid
+    and block; emulated on the host: one block of one thread, see below); and the time inside
+    those launch calls is accumulated."""
 
-    def __init__(self, backend: str, empty: EmptyKernel):
-        self.backend = backend
+    def __init__(self, empty: EmptyKernel):
         self.empty = empty
-        self.cls = _module_class(backend)
+        self.program_type = type(empty.program)
         self.ns = 0
-        self.marshalled = True
 
     def __enter__(self):
-        original = self.original = self.cls.launch
+        original = self.original = self.program_type.launch
         swap = self
 
-        def launch(module, kernel_name, grid, block, args, *rest, **kwargs):
-            if module is swap.empty.module:
-                return original(module, kernel_name, grid, block, args, *rest, **kwargs)
+        def launch(program, kernel_name, grid, block, args, **options):
+            if program is swap.empty.program:
+                return original(program, kernel_name, grid, block, args, **options)
             t0 = time.perf_counter_ns()
             try:
-                swap.marshalled &= _marshal(swap.backend, module, kernel_name, args)
-                if swap.backend == "cpu":
+                program.pack_args(kernel_name, args)
+                if not swap.empty.backend.on_gpu:
                     # Every emulated thread costs CPU time even in an empty kernel (that is kernel
                     # work, not launch cost): one block of one thread = the fixed dispatch cost.
                     return swap.empty.launch(1, 1, False)
@@ -263,20 +226,20 @@ class EmptyLaunches:
             finally:
                 swap.ns += time.perf_counter_ns() - t0
 
-        self.cls.launch = launch
+        self.program_type.launch = launch
         return self
 
     def __exit__(self, *exc):
-        self.cls.launch = self.original
+        self.program_type.launch = self.original
 
 
-def host_overhead(fd, inputs, backend: str, empty: EmptyKernel, calls: int = 1000, sync=None,
+def host_overhead(fd, inputs, backend: str | Backend, empty: EmptyKernel, calls: int = 1000, sync=None,
                   budget_s: float = 1.0, min_calls: int = 20) -> dict:
     """A cached `execute` of `fd` on `inputs` (already compiled) with every kernel swapped for an
     empty one of the same geometry (module doc): medians of the wall time per call
     ("with_empty_kernels_us"), of the time inside the launch calls, and of their difference
     ("host_us", fuser's own share). The number of calls adapts to about `budget_s`."""
-    with EmptyLaunches(backend, empty) as swap:
+    with EmptyLaunches(empty) as swap:
         t0 = time.perf_counter()
         for _ in range(3):
             fd.execute(inputs, backend=backend)
@@ -303,16 +266,16 @@ def host_overhead(fd, inputs, backend: str, empty: EmptyKernel, calls: int = 100
             sync()
     med = statistics.median
     return {"calls": calls, "kernels": len(fd.last_kernels()), "with_empty_kernels_us": med(walls) / 1e3,
-            "in_launch_us": med(launches) / 1e3, "host_us": med(hosts) / 1e3,
-            "marshalling_included": swap.marshalled}
+            "in_launch_us": med(launches) / 1e3, "host_us": med(hosts) / 1e3}
 
 
-def tiny_fusion_overhead(backend: str, empty: EmptyKernel, calls: int, array_fn=None, sync=None) -> dict:
+def tiny_fusion_overhead(backend: str | Backend, empty: EmptyKernel, calls: int, array_fn=None, sync=None) -> dict:
     """The headline host overhead: z = x + y on [8] f32, one pointwise kernel: a cached `execute`
     with its real kernel, the same with the kernel swapped for an empty one, and the empty
     kernel's launch alone."""
     from fuser import DataType, FusionDefinition
 
+    backend = get_backend(backend)
     with FusionDefinition("tiny_add") as fd:
         x = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
         y = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
@@ -327,7 +290,7 @@ def tiny_fusion_overhead(backend: str, empty: EmptyKernel, calls: int, array_fn=
               "real_kernel_us": median_ns(lambda: fd.execute(inputs, backend=backend), calls,
                                           warmup=max(10, calls // 20), between=sync, every=64) / 1e3}
     record.update(host_overhead(fd, inputs, backend, empty, calls, sync, budget_s=5.0))
-    grid, block = ((1, 1, 1), (1, 1, 1)) if backend == "cpu" else (tuple(k.grid), tuple(k.block))
+    grid, block = (tuple(k.grid), tuple(k.block)) if backend.on_gpu else ((1, 1, 1), (1, 1, 1))
     record["empty_grid"], record["empty_block"] = list(grid), list(block)
-    record["empty_launch_us"] = empty.median_us(grid, block, needs_sync and backend != "cpu", calls, sync)
+    record["empty_launch_us"] = empty.median_us(grid, block, needs_sync and backend.on_gpu, calls, sync)
     return record

@@ -63,7 +63,9 @@ def probe(case_key: str, backend: str) -> dict:
         record[name] = timings.get(name)
     kernels = fd.last_kernels()
     record["kernels"] = len(kernels)
-    if backend == "cuda":
+    from fuser.lowering.backends import get_backend
+
+    if get_backend(backend).on_gpu:  # the executor's own compile made the cubins
         record["cubin_s"] = record["compile_s"]
         record["cubin_compiler"] = "executor (NVRTC/nvcc + load)"
     else:

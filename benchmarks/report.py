@@ -12,6 +12,8 @@ import subprocess
 from pathlib import Path
 
 from fuser.benchmarks.measure import REPO_ROOT, SCHEDULER_ABBREV
+from fuser.lowering import settings
+from fuser.lowering.backends import get_backend
 
 RESULTS_MD = Path(__file__).resolve().parent / "results.md"
 RESULTS_JSON = Path(__file__).resolve().parent / "results.json"
@@ -63,7 +65,7 @@ def machine_info() -> dict:
         info["xdsl"] = getattr(xdsl, "__version__", "?")
     except ImportError:
         pass
-    cxx = _run([os.environ.get("FUSER_CXX", "g++"), "--version"]).splitlines()
+    cxx = _run([settings.cxx(), "--version"]).splitlines()
     info["cxx"] = cxx[0] if cxx else "none"
     try:
         from fuser.lowering.compile import available_compilers
@@ -125,7 +127,7 @@ def table(rows: list[dict], gpu: bool) -> str:
         bytes_cell = _f(row.get("bytes_ratio"), "{:.2f}")
         if row.get("bytes_shape") and row.get("bytes_ratio") is not None and row["bytes_shape"] != row["shape"]:
             bytes_cell += f" @{_shape(row['bytes_shape'])}"
-        gxx = cold.get("compile_s") if row.get("backend") == "cpu" else None
+        gxx = None if get_backend(row["backend"]).on_gpu else cold.get("compile_s")  # else NVRTC + load
         cells = [row["kind"], row["dtype"], _shape(row["shape"]), _kernels(row), bytes_cell,
                  _ms(row.get("cold_total_s")), _ms(cold.get("passes_s")), _ms(cold.get("segment_s")),
                  _ms(cold.get("emission_s")), _ms(cold.get("cubin_s")), _ms(gxx), _ms(row.get("warm_total_s")),
@@ -232,8 +234,8 @@ def update_readme(markdown: str, backend: str, readme: Path = README) -> str:
     if pattern.search(text):
         text = pattern.sub(lambda _: section, text)
     elif PLACEHOLDER in text:
-        text = text.replace(PLACEHOLDER, f"{PLACEHOLDER}\n\n{section}" if backend != "cpu" else f"{section}\n\n{PLACEHOLDER}"
-                            , 1)
+        gpu_last = f"{PLACEHOLDER}\n\n{section}" if get_backend(backend).on_gpu else f"{section}\n\n{PLACEHOLDER}"
+        text = text.replace(PLACEHOLDER, gpu_last, 1)
     else:
         return f"{readme} has neither {PLACEHOLDER} nor the markers {begin} … {end}; not changed"
     readme.write_text(text)

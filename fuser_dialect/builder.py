@@ -14,9 +14,11 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
+import numpy as np
+
 from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, Float64Type, FloatAttr, IntegerAttr, ModuleOp, i1, i64
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.printer import Printer
 
 from fuser_dialect.fusion import HINT_ORDER, REQUIRED_ORDER, verify_fusion
@@ -106,6 +108,20 @@ class Tensor:
     def __ge__(self, o): return self.fd.ops.ge(self, o)
 
 
+INT64_MAX = 2**63 - 1
+"""Extents, widths and offsets are 64-bit signed in kernels: a larger static value would be
+emitted as an overflowing literal."""
+
+
+def static_int(value: object, what: str) -> int:
+    """`value` as a Python int that fits the kernels' 64-bit index arithmetic."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{what} = {value!r}: expected an int")
+    if not -INT64_MAX - 1 <= int(value) <= INT64_MAX:
+        raise ValueError(f"{what} = {int(value)} does not fit in 64 bits (|value| < 2**63)")
+    return int(value)
+
+
 def _dims_from_shape(shape: Sequence[int], name: str = "shape") -> list[int]:
     dims = []
     for i, s in enumerate(shape):
@@ -113,8 +129,8 @@ def _dims_from_shape(shape: Sequence[int], name: str = "shape") -> list[int]:
             dims.append(DYNAMIC)
         elif s == 1:
             dims.append(BROADCAST)
-        elif isinstance(s, int) and s > 1 or s == 0:
-            dims.append(s)
+        elif isinstance(s, (int, np.integer)) and not isinstance(s, bool) and (s > 1 or s == 0):
+            dims.append(static_int(s, f"{name}[{i}]"))
         else:
             raise ValueError(f"{name}[{i}] = {s}: use -1 (dynamic), 1 (broadcast) or a static extent > 1")
     return dims
@@ -152,8 +168,16 @@ class FusionDefinition:
     def _append(self, op: Operation) -> Operation:
         if self._module is not None:
             raise RuntimeError("the fusion is already defined; ops cannot be added after the `with` block")
+        for i, v in enumerate(op.operands):
+            self._check_own(v, f"operand #{i} of {op.name}")
         self.block.add_op(op)
         return op
+
+    def _check_own(self, v: SSAValue, what: str) -> None:
+        block = v.block if isinstance(v, BlockArgument) else v.owner.parent_block()  # type: ignore[union-attr]
+        if block is not self.block:
+            raise ValueError(f"{what} was defined in another FusionDefinition: tensors and scalars "
+                             "belong to the definition that created them")
 
     def define_tensor(
         self,
@@ -203,6 +227,7 @@ class FusionDefinition:
                 raise TypeError("stride_order applies to tensor outputs only")
             if sorted(stride_order) != list(range(t.ndim)):
                 raise ValueError(f"add_output: stride_order {list(stride_order)} is not a permutation of range({t.ndim})")
+        self._check_own(t.value, f"add_output #{len(self._outputs)}")
         self._outputs.append((t.value, tuple(stride_order) if stride_order is not None else None))
 
     def _finalize(self) -> None:

@@ -12,7 +12,7 @@ from xdsl.dialects.builtin import Float64Type, i1, i64
 from xdsl.ir import Operation, SSAValue
 
 from fuser_dialect import shape_rules as rules
-from fuser_dialect.builder import FusionDefinition, Scalar, Tensor
+from fuser_dialect.builder import FusionDefinition, Scalar, Tensor, static_int
 from fuser_dialect.ops_compute import (
     BOOL_RESULT_BINARY,
     BOOL_RESULT_UNARY,
@@ -94,10 +94,10 @@ class Ops:
         """(static dim or DYNAMIC, SSA extent or None) of a shape entry."""
         if isinstance(e, Scalar):
             return DYNAMIC, self.fd._scalar(e, i64).value
-        return (BROADCAST if e == 1 else int(e)), None
+        return (BROADCAST if e == 1 else static_int(e, "extent")), None
 
-    def _int(self, v: int | Scalar) -> int | SSAValue:
-        return v.value if isinstance(v, Scalar) else int(v)
+    def _int(self, v: int | Scalar, what: str = "value") -> int | SSAValue:
+        return v.value if isinstance(v, Scalar) else static_int(v, what)
 
     # -- elementwise ------------------------------------------------------------
     def cast(self, arg: Tensor, dtype: DataType) -> Tensor:
@@ -279,8 +279,8 @@ class Ops:
         widths: list[int | SSAValue] = [0] * (2 * arg.ndim)
         for k in range(len(pad_widths) // 2):
             d = arg.ndim - 1 - k
-            widths[2 * d] = self._int(pad_widths[2 * k])
-            widths[2 * d + 1] = self._int(pad_widths[2 * k + 1])
+            widths[2 * d] = self._int(pad_widths[2 * k], f"pad width #{2 * k}")
+            widths[2 * d + 1] = self._int(pad_widths[2 * k + 1], f"pad width #{2 * k + 1}")
         static = [DYNAMIC_ENTRY if isinstance(w, SSAValue) else w for w in widths]
         dims = rules.pad("fuser.pad", arg.type, static)
         fill = self.fd._scalar(0 if value is None else value, Float64Type() if arg.type.dtype in _FLOAT_RANK else i64 if arg.type.dtype != "i1" else i1)
@@ -297,7 +297,7 @@ class Ops:
             )
         bounds: list[int | SSAValue] = []
         for s, e in zip(start_indices, end_indices):
-            bounds += [self._int(s), self._int(e)]
+            bounds += [self._int(s, "slice start"), self._int(e, "slice end")]
         static = [DYNAMIC_ENTRY if isinstance(b, SSAValue) else b for b in bounds]
         dims = rules.slice_("fuser.slice", arg.type, static, strides)
         return self._emit(SliceOp(arg.value, bounds, strides, TensorType(arg.type.dtype, dims)))
@@ -338,7 +338,7 @@ class Ops:
         scalar_t = i64 if dtype.value in ("i64", "i32") else Float64Type()
         start_v = self.fd._scalar(0 if start is None else start, scalar_t)
         step_v = self.fd._scalar(1 if step is None else step, scalar_t)
-        extent = DYNAMIC if isinstance(length, Scalar) else int(length)
+        extent = DYNAMIC if isinstance(length, Scalar) else static_int(length, "iota length")
         return self._emit(IotaOp(length_v.value, start_v.value, step_v.value, TensorType(dtype.value, [extent])))
 
     def full(self, shape: Sequence[int | Scalar], fill_value: object, dtype: DataType) -> Tensor:

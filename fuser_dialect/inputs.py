@@ -43,7 +43,10 @@ def scalar_value(f: func.FuncOp, i: int, value: object, t) -> np.generic:
     if isinstance(t, IntegerType):
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
             raise TypeError(f"{arg_label(f, i)}: expected an integer scalar, got {type(value).__name__}")
-        return np.int64(value) if t.width.data == 64 else np.int32(value)
+        bits = t.width.data
+        if not -(2 ** (bits - 1)) <= int(value) < 2 ** (bits - 1):
+            raise ValueError(f"{arg_label(f, i)}: {int(value)} does not fit in the input's {bits}-bit integer type")
+        return np.int64(value) if bits == 64 else np.int32(value)
     if isinstance(t, (Float64Type, Float32Type)):
         if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
             raise TypeError(f"{arg_label(f, i)}: expected a float scalar, got {type(value).__name__}")

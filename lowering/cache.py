@@ -4,7 +4,8 @@
   outside the lock (other keys stay served while one compiles) but never twice for one key:
   threads asking for a key being built wait for that build and share its result (or its
   exception: a failed build is not cached, so a later call tries again).
-- Bounded LRU: `maxsize` entries (default: env FUSER_CACHE_SIZE, else 100 as nvFuser).
+- Bounded LRU: `maxsize` entries (default: env FUSER_CACHE_SIZE, else 100 as nvFuser; read by
+  lowering.settings).
 - `info()` → `CacheInfo(hits, misses, entries, maxsize, evictions)`: misses count builds started
   (compilations), hits every lookup served without building (including waiting for another
   thread's build); entries are the keys, least recently used first.
@@ -17,7 +18,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 from collections import OrderedDict
@@ -25,10 +25,9 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-T = TypeVar("T")
+from fuser.lowering import settings
 
-DEFAULT_MAXSIZE = 100
-"""As nvFuser's FusionExecutorCache."""
+T = TypeVar("T")
 
 logger = logging.getLogger("fuser.recompile")
 
@@ -36,7 +35,7 @@ logger = logging.getLogger("fuser.recompile")
 def enable_recompile_log_from_env() -> None:
     """Attaches a stderr handler to `fuser.recompile` when env FUSER_LOG lists `recompile`
     (once, however often it is called)."""
-    wanted = "recompile" in [s.strip() for s in os.environ.get("FUSER_LOG", "").split(",")]
+    wanted = "recompile" in settings.log_channels()
     if not wanted or any(getattr(h, "_fuser_env", False) for h in logger.handlers):
         return
     handler = logging.StreamHandler(sys.stderr)
@@ -47,16 +46,8 @@ def enable_recompile_log_from_env() -> None:
 
 
 def maxsize_from_env() -> int:
-    text = os.environ.get("FUSER_CACHE_SIZE")
-    if text is None or not text.strip():
-        return DEFAULT_MAXSIZE
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"FUSER_CACHE_SIZE={text!r}: expected a positive integer") from None
-    if value < 1:
-        raise ValueError(f"FUSER_CACHE_SIZE={text!r}: expected a positive integer")
-    return value
+    """FUSER_CACHE_SIZE, else 100."""
+    return settings.cache_size()
 
 
 @dataclass(frozen=True)

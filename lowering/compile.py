@@ -5,9 +5,9 @@ Compiling needs no GPU: NVRTC runs in process through `cuda.bindings.nvrtc` (the
 We always emit cubin for one real architecture, never PTX: PTX from an NVRTC newer than the driver
 (13.5 emits PTX 9.5) cannot be JIT-loaded by an older driver, while a cubin can.
 
-Results are memoised in process and stored under `$FUSER_CACHE_DIR/cubin` (default
-`~/.cache/fuser/cubin`) as `<key>.cubin`, a plain cubin that `cuobjdump` can read; the key is the
-sha256 of source, arch, options and compiler version.
+Results are memoised in process and stored by lowering.disk_cache under `$FUSER_CACHE_DIR/cubin`
+(default `~/.cache/fuser/cubin`) as `<key>.cubin`, a plain cubin that `cuobjdump` can read, with a
+verified sidecar; the key is the sha256 of source, arch, options and compiler version.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import glob
-import hashlib
 import json
 import os
 import re
@@ -26,6 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from fuser.lowering import settings
+from fuser.lowering.disk_cache import Binary, CachedCompiler, DiskCache, digest
 from fuser.lowering.errors import CompileError, FuserError  # CompileError: always built with keywords
 
 DEFAULT_ARCH = "sm_90"
@@ -125,7 +126,7 @@ def _nvrtc_include_dirs(nvrtc, version: str, cache: Path) -> tuple[str, ...]:
             candidates += sorted(glob.glob(os.path.join(root, "*", "include")))
     except ImportError:
         pass
-    candidates += [os.path.join(home, "include") for home in _cuda_homes()]
+    candidates += [os.path.join(home, "include") for home in settings.cuda_homes()]
     found = [d for d in candidates if os.path.isfile(os.path.join(d, "cuda_fp16.h"))]
     return tuple(found[:1])  # one set of headers: mixing versions breaks them
 
@@ -135,7 +136,7 @@ class _Nvcc:
 
     def __init__(self) -> None:
         path = shutil.which("nvcc") or next(
-            (p for h in _cuda_homes() if os.access(p := os.path.join(h, "bin", "nvcc"), os.X_OK)), None)
+            (p for h in settings.cuda_homes() if os.access(p := os.path.join(h, "bin", "nvcc"), os.X_OK)), None)
         if path is None:
             raise RuntimeError("nvcc not found on PATH, in $CUDA_HOME/bin or in /usr/local/cuda/bin")
         out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60).stdout
@@ -159,11 +160,6 @@ class _Nvcc:
                     message=f"nvcc failed to compile {SOURCE_NAME} for {arch} (exit {proc.returncode})",
                     log=log, source=source)
             return Path(out).read_bytes(), log
-
-
-def _cuda_homes() -> list[str]:
-    homes = [os.environ.get(v) for v in ("CUDA_HOME", "CUDA_PATH")] + ["/usr/local/cuda"]
-    return [h for h in dict.fromkeys(homes) if h and os.path.isdir(h)]
 
 
 _BACKENDS = {"nvrtc": _Nvrtc, "nvcc": _Nvcc}
@@ -251,7 +247,7 @@ def _cuda_bindings_capability() -> tuple[int, int]:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("FUSER_CACHE_DIR") or Path.home() / ".cache" / "fuser")
+    return settings.cache_root()
 
 
 _memo: dict[str, CompiledCuda] = {}
@@ -263,8 +259,28 @@ def clear_memory_cache() -> None:
 
 
 def cache_key(source: str, arch: str, options: tuple[str, ...], compiler: str) -> str:
-    payload = json.dumps([source, arch, list(options), compiler], ensure_ascii=False)
-    return hashlib.sha256(payload.encode()).hexdigest()
+    return digest(json.dumps([source, arch, list(options), compiler], ensure_ascii=False))
+
+
+class CudaCompiler(CachedCompiler):
+    """NVRTC or nvcc for one arch and option set: CUDA C → cubin bytes."""
+
+    cache = DiskCache("cubin", ".cubin")
+
+    def __init__(self, compiler: _Nvrtc | _Nvcc, arch: str, options: tuple[str, ...]):
+        self.compiler = compiler
+        self.arch = arch
+        self.options = options
+
+    def key(self, source: str) -> str:
+        return cache_key(source, self.arch, self.options, self.compiler.label)
+
+    def build(self, source: str) -> Binary:
+        cubin, log = self.compiler.compile(source, self.arch, self.options)
+        if not cubin.startswith(_ELF_MAGIC):
+            raise CompileError(message=f"{self.compiler.label} produced no cubin for {self.arch} (output is not ELF)",
+                               log=log, source=source)
+        return Binary(cubin, log)
 
 
 def compile_cuda(source: str, arch: str | None = None, options: tuple[str, ...] = (), *,
@@ -277,54 +293,13 @@ def compile_cuda(source: str, arch: str | None = None, options: tuple[str, ...] 
     """
     start = time.perf_counter()
     arch = normalize_arch(arch) if arch is not None else default_arch()
-    options = tuple(options)
-    compiler = find_compiler(backend)
-    key = cache_key(source, arch, options, compiler.label)
-
+    compiler = CudaCompiler(find_compiler(backend), arch, tuple(options))
+    key = compiler.key(source)
     hit = _memo.get(key)
     if hit is not None:
         return dataclasses.replace(hit, origin="memory", seconds=time.perf_counter() - start)
-
-    path = cache_root() / "cubin" / f"{key}.cubin"
-    cubin = _read(path)
-    if cubin is not None:
-        log = _read(path.with_suffix(".log")) or b""
-        result = CompiledCuda(cubin, arch, compiler.label, log.decode(errors="replace"),
-                              time.perf_counter() - start, "disk")
-    else:
-        cubin, log = compiler.compile(source, arch, options)
-        if not cubin.startswith(_ELF_MAGIC):
-            raise CompileError(message=f"{compiler.label} produced no cubin for {arch} (output is not ELF)",
-                               log=log, source=source)
-        # The log first: a cubin on disk means its entry is complete.
-        if log.strip():
-            _write_atomic(path.with_suffix(".log"), log.encode())
-        _write_atomic(path, cubin)
-        result = CompiledCuda(cubin, arch, compiler.label, log, time.perf_counter() - start, "compiled")
+    binary = compiler.compile(source, key)
+    result = CompiledCuda(binary.data, arch, compiler.compiler.label, binary.log, time.perf_counter() - start,
+                          binary.origin)
     _memo[key] = result
     return result
-
-
-def _read(path: Path) -> bytes | None:
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    # A cubin that is not ELF is a damaged entry: compile again rather than hand it to the driver.
-    return data if path.suffix != ".cubin" or data.startswith(_ELF_MAGIC) else None
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """tmp + os.replace, so concurrent processes never read a half-written entry."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-    except OSError:
-        pass  # an unwritable cache costs a recompile next time, never a failed compile

@@ -20,12 +20,10 @@ from fuser_dialect.extents import ExtentPlan
 from fuser_dialect.fusion import make_context, output_order, the_fusion
 from fuser_dialect.ops_resize import SliceOp
 from fuser_dialect.types import TensorType, numpy_dtype
+from fuser.lowering.backends.base import KernelBackend
 from fuser.lowering.emit_cuda import EmittedKernel
 from fuser.lowering.kernel import KernelPlan
-from fuser.lowering.kernel import Scheduler
-from fuser.lowering.render import pointwise_facts, render
-from fuser.lowering.schedule import vector_width
-from fuser.lowering.schedule import Schedule, choose_schedule
+from fuser.lowering.render import render
 from fuser.lowering.segment import plan_kernels
 
 
@@ -55,9 +53,9 @@ class LaunchFacts:
 class CompiledFusion:
     module: ModuleOp
     plans: list[KernelPlan]
-    backend: str
+    backend: KernelBackend
     timings: dict[str, float] = field(default_factory=dict)
-    variants: dict[tuple[Schedule, ...], CompiledKernels] = field(default_factory=dict)
+    variants: dict[tuple, CompiledKernels] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @cached_property
@@ -86,23 +84,15 @@ class CompiledFusion:
         """Run-time extents of the concretized fusion (kernel arguments), read once."""
         return ExtentPlan(self.fusion)
 
-    def schedules(self, extents, checked: Sequence[object] = ()) -> tuple[Schedule, ...]:
+    def schedules(self, extents, checked: Sequence[object] = ()) -> tuple:
         """The schedule of every kernel for these run-time extents (and input arrays, whose
-        strides and alignment decide vector widths)."""
+        strides and alignment may decide vector widths), each chosen by its scheduler unit."""
         arrays = dict(zip(self.launch_facts.args, checked))
-        result = []
-        for p in self.plans:
-            shapes = [extents.shape(v) for v in p.domain_values()]
-            if p.scheduler != Scheduler.POINTWISE:
-                result.append(choose_schedule(p, shapes))
-                continue
-            facts = pointwise_facts(p)
-            vec = tuple(vector_width(f, g, s, arrays, self.launch_facts.output_layout)
-                        for f, g, s in zip(facts, p.groups, shapes))
-            result.append(choose_schedule(p, shapes, tuple(f.invariant_prefix for f in facts), vec))
-        return tuple(result)
+        layout = self.launch_facts.output_layout
+        return tuple(p.unit.choose(p, [extents.shape(v) for v in p.domain_values()], arrays, layout)
+                     for p in self.plans)
 
-    def kernels_for(self, schedules: tuple[Schedule, ...]) -> tuple[CompiledKernels, bool]:
+    def kernels_for(self, schedules: tuple) -> tuple[CompiledKernels, bool]:
         """(kernels, compiled_now). Compiles under the entry's lock: once per schedule tuple."""
         with self.lock:
             found = self.variants.get(schedules)
@@ -111,7 +101,7 @@ class CompiledFusion:
             start = time.perf_counter()
             kernels = [render(p, s) for p, s in zip(self.plans, schedules)]
             emitted = time.perf_counter()
-            modules = [load_module(k.source, self.backend) for k in kernels]
+            modules = [self.backend.program(k.source) for k in kernels]
             done = time.perf_counter()
             self.timings["emission_s"] = emitted - start
             self.timings["compile_s"] = done - emitted
@@ -120,22 +110,11 @@ class CompiledFusion:
             return compiled, True
 
 
-def load_module(source: str, backend: str):
-    if backend == "cpu":
-        from fuser.lowering.cpu_runtime import CpuModule
-
-        return CpuModule.from_source(source)
-    from fuser.lowering.compile import compile_cuda
-    from fuser.lowering.gpu_runtime import GpuModule
-
-    return GpuModule(compile_cuda(source).cubin)
-
-
 def build_compiled_fusion(
     original: ModuleOp,
     input_shapes: Sequence[tuple[int, ...] | None],
     scalar_values: Sequence[object],
-    backend: str,
+    backend: KernelBackend,
     resize_extents: bool,
 ) -> CompiledFusion:
     from fuser.passes.concretize import concretize

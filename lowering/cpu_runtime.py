@@ -5,9 +5,9 @@ The source (which starts with the text of runtime/fuser_prelude.cuh) is compiled
 documents. Every kernel followed by FUSER_HOST_LAUNCHER(k) exports `k__launch` (cuLaunchKernel-like:
 args[i] points at the i-th argument) and `k__signature` (parameter types, used to check arguments).
 
-Compiled modules are cached on disk under $FUSER_CACHE_DIR/cpu (default ~/.cache/fuser/cpu), keyed
-by the sha256 of the source, the flags, the compiler and the runtime headers, and memoised in the
-process. Files are written to a temporary name and renamed, so processes can share the cache.
+`CpuCompiler` turns a source into shared-library bytes, cached by lowering.disk_cache under
+$FUSER_CACHE_DIR/cpu, keyed by the sha256 of the source, the flags, the compiler and the runtime
+headers. `CpuModule(binary)` loads those bytes (the cpu backend loads each source once).
 """
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import functools
-import hashlib
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -28,29 +26,25 @@ from typing import Sequence
 import ml_dtypes
 import numpy as np
 
+from fuser.lowering import settings
+from fuser.lowering.disk_cache import Binary, CachedCompiler, DiskCache, digest
 from fuser.lowering.errors import CompileError, FuserError, LaunchError
+from fuser.lowering.runtime import EMU_HEADER_PATH, PRELUDE_PATH, RUNTIME_DIR
 
-RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
-PRELUDE_PATH = RUNTIME_DIR / "fuser_prelude.cuh"
-EMU_HEADER_PATH = RUNTIME_DIR / "fuser_cpu_emu.h"
-
-ABI_VERSION = 1  # FUSER_CPU_ABI_VERSION in fuser_cpu_emu.h
+ABI_VERSION = 2  # FUSER_CPU_ABI_VERSION in fuser_cpu_emu.h
 CACHE_FORMAT = "1"  # bump to invalidate every cached module
 BASE_FLAGS = (
     "-O2", "-std=c++20", "-fopenmp", "-shared", "-fPIC", "-DFUSER_CPU",
     "-fvisibility=hidden",  # only the launchers are exported: smaller, faster-loading modules
     "-fno-math-errno",      # CUDA math never sets errno; lets sqrtf etc. inline
+    "-fstack-clash-protection",  # large frames probe page by page: an overflow hits the fiber stack's guard
 )
 SOURCE_NAME = "kernel.cpp"
 
 
 # ------------------------------------------------------------------------------------------------
-# Compiler discovery and the prelude.
+# Compiler discovery.
 # ------------------------------------------------------------------------------------------------
-
-def _cxx() -> str:
-    return os.environ.get("FUSER_CXX", "g++")
-
 
 @functools.lru_cache(maxsize=None)
 def _compiler_identity(cxx: str) -> str | None:
@@ -69,22 +63,7 @@ def _compiler_identity(cxx: str) -> str | None:
 
 def cpu_compiler_available() -> bool:
     """True when the C++ compiler for the CPU backend ($FUSER_CXX, default g++) can be run."""
-    return _compiler_identity(_cxx()) is not None
-
-
-def prelude_text() -> str:
-    """The text the emitter prepends to every kernel source."""
-    return PRELUDE_PATH.read_text()
-
-
-def with_prelude(body: str) -> str:
-    """`body` (kernels and FUSER_HOST_LAUNCHER lines) preceded by the prelude."""
-    return prelude_text() + "\n" + body
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("FUSER_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "fuser")
-    return Path(root) / "cpu"
+    return _compiler_identity(settings.cxx()) is not None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -119,18 +98,31 @@ class LaunchStats:
     bytes_stored: int
 
 
-@functools.lru_cache(maxsize=None)
+_stack_key_lock = threading.Lock()
+_stack_key: int | None = None
+
+
 def _fiber_stack_key() -> int:
     """A pthread key under which every module finds the calling OS thread's fiber stacks.
 
     Modules are separate shared libraries; sharing one stack region per OS thread among them keeps
-    memory bounded however many modules a process loads. The region is one aligned_alloc block,
-    so `free` is its destructor. -1 (each module keeps its own stacks) if the key cannot be made.
+    memory bounded however many modules a process loads. Exactly one key per process (hence the
+    lock: the modules' SIGSEGV handlers find the stack guards through it). No destructor: the
+    region is an mmap with guard pages that the modules unmap at thread exit (fuser_cpu_emu.h,
+    SharedStacks). -1 (each module makes a key of its own) if the key cannot be made.
     """
+    global _stack_key
+    with _stack_key_lock:
+        if _stack_key is None:
+            _stack_key = _create_pthread_key()
+        return _stack_key
+
+
+def _create_pthread_key() -> int:
     try:
         libc = ctypes.CDLL(None)
         key = ctypes.c_uint(0)
-        if libc.pthread_key_create(ctypes.byref(key), ctypes.cast(libc.free, ctypes.c_void_p)) == 0:
+        if libc.pthread_key_create(ctypes.byref(key), None) == 0:
             return key.value
     except (OSError, AttributeError):
         pass
@@ -198,11 +190,9 @@ def _pointee_matches(param: _Param, dtype: np.dtype) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------
-# Compilation and the cache.
+# Compilation (source -> shared-library bytes) and loading.
 # ------------------------------------------------------------------------------------------------
 
-_memo: dict[str, "CpuModule"] = {}
-_memo_lock = threading.Lock()
 _compile_count = 0
 
 
@@ -211,53 +201,59 @@ def compile_count() -> int:
     return _compile_count
 
 
-def clear_memo() -> None:
-    """Forget the modules loaded in this process (the disk cache stays)."""
-    with _memo_lock:
-        _memo.clear()
+class CpuCompiler(CachedCompiler):
+    """g++ (or $FUSER_CXX) with `flags`: a kernel source that begins with the prelude → the bytes
+    of a shared library exporting its FUSER_HOST_LAUNCHERs."""
+
+    cache = DiskCache("cpu", ".so")
+
+    def __init__(self, extra_flags: Sequence[str] = ()):
+        self.flags = (*BASE_FLAGS, *extra_flags)
+
+    def _identity(self) -> tuple[str, str]:
+        cxx = settings.cxx()
+        identity = _compiler_identity(cxx)
+        if identity is None:
+            raise FuserError(f"no C++ compiler for the CPU backend: FUSER_CXX={cxx!r} not found or not runnable "
+                             "(install g++ or set FUSER_CXX to a C++20 compiler)")
+        return cxx, identity
+
+    def key(self, source: str) -> str:
+        _, identity = self._identity()
+        return digest(CACHE_FORMAT, identity, "\0".join(self.flags), EMU_HEADER_PATH.read_text(),
+                      PRELUDE_PATH.read_text(), source)
+
+    def build(self, source: str) -> Binary:
+        global _compile_count
+        cxx, _ = self._identity()
+        with tempfile.TemporaryDirectory(prefix="fuser-cxx-") as tmp:
+            src = Path(tmp) / SOURCE_NAME
+            out = Path(tmp) / "module.so"
+            src.write_text(source)
+            cmd = [cxx, *self.flags, "-I", str(RUNTIME_DIR), "-o", str(out), str(src)]
+            _compile_count += 1
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
+            except OSError as e:
+                raise CompileError(f"cannot run the C++ compiler {cxx!r}: {e}", log=str(e), source=source) from e
+            log = (proc.stdout + proc.stderr).replace(str(src), SOURCE_NAME)
+            if proc.returncode != 0:
+                raise CompileError(f"g++ failed to compile the kernel source for the CPU (exit {proc.returncode})",
+                                   log=log, source=source)
+            return Binary(out.read_bytes(), log)
 
 
-def _cache_key(source: str, flags: Sequence[str], identity: str) -> str:
-    h = hashlib.sha256()
-    for part in (CACHE_FORMAT, identity, "\0".join(flags), EMU_HEADER_PATH.read_text(),
-                 PRELUDE_PATH.read_text(), source):
-        h.update(part.encode())
-        h.update(b"\0\1")  # separator no part contains
-    return h.hexdigest()
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".tmp")
+def _load_library(data: bytes) -> ctypes.CDLL:
+    """dlopen `data` from a private copy, unlinked once loaded: what runs is exactly the bytes the
+    cache verified, and nothing done to a cache file later can reach the mapped library (SIGBUS).
+    The copy goes to the temporary folder ($TMPDIR, which must allow executables)."""
+    fd, path = tempfile.mkstemp(prefix="fuser-kernel-", suffix=".so")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _compile(source: str, flags: Sequence[str], target: Path) -> None:
-    """Compiles `source` into the shared library `target` (atomically), or raises CompileError."""
-    global _compile_count
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # The temporary directory sits next to the target so that the final rename is atomic.
-    with tempfile.TemporaryDirectory(prefix="build-", dir=target.parent) as tmp:
-        src = Path(tmp) / SOURCE_NAME
-        out = Path(tmp) / "module.so"
-        src.write_text(source)
-        cmd = [_cxx(), *flags, "-I", str(RUNTIME_DIR), "-o", str(out), str(src)]
-        _compile_count += 1
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
-        except OSError as e:
-            raise CompileError(f"cannot run the C++ compiler {cmd[0]!r}: {e}", log=str(e), source=source) from e
-        if proc.returncode != 0:
-            log = (proc.stdout + proc.stderr).replace(str(src), SOURCE_NAME)
-            raise CompileError(f"g++ failed to compile the kernel source for the CPU (exit {proc.returncode})",
-                               log=log, source=source)
-        os.replace(out, target)
-    _write_atomic(target.with_suffix(".cpp"), source.encode())  # for debugging cached modules
+        return ctypes.CDLL(path, mode=os.RTLD_LOCAL)
+    finally:
+        os.unlink(path)
 
 
 class _Kernel:
@@ -270,47 +266,26 @@ class _Kernel:
 
 
 class CpuModule:
-    """A compiled kernel source; launch its kernels with numpy arrays and scalars."""
+    """A compiled kernel source loaded into this process; launch its kernels with numpy arrays and
+    scalars. `binary` is the shared library CpuCompiler built; raises OSError when it cannot load."""
 
-    def __init__(self, path: Path, source: str):
-        self.path = path
+    def __init__(self, binary: bytes, source: str):
         self.source = source
-        self._lib = ctypes.CDLL(str(path), mode=os.RTLD_LOCAL)
-        abi = self._lib.fuser_cpu_abi_version()
+        self._lib = _load_library(binary)
+        try:
+            abi = self._lib.fuser_cpu_abi_version()
+        except AttributeError:
+            raise FuserError("this shared library is no fuser CPU module (no fuser_cpu_abi_version)") from None
         if abi != ABI_VERSION:
-            raise FuserError(f"{path} was built for CPU runtime ABI {abi}, this runtime speaks {ABI_VERSION}")
+            raise FuserError(f"module built for CPU runtime ABI {abi}, this runtime speaks {ABI_VERSION}")
         self._kernels: dict[str, _Kernel] = {}
         self._lock = threading.Lock()
 
-    @classmethod
-    def from_source(cls, cuda_source: str, extra_flags: Sequence[str] = ()) -> "CpuModule":
-        """Compiles (or finds in the cache) a kernel source that begins with the prelude text."""
-        cxx = _cxx()
-        identity = _compiler_identity(cxx)
-        if identity is None:
-            raise FuserError(f"no C++ compiler for the CPU backend: {cxx!r} not found or not runnable "
-                             "(install g++ or set FUSER_CXX)")
-        flags = (*BASE_FLAGS, *extra_flags)
-        key = _cache_key(cuda_source, flags, identity)
-        with _memo_lock:
-            module = _memo.get(key)
-        if module is not None:
-            return module
-        target = cache_dir() / f"{key}.so"
-        if not target.exists():
-            _compile(cuda_source, flags, target)
-        try:
-            module = cls(target, cuda_source)
-        except OSError:
-            # A cached file this process cannot load (e.g. built on another system): rebuild it.
-            _compile(cuda_source, flags, target)
-            module = cls(target, cuda_source)
-        with _memo_lock:
-            return _memo.setdefault(key, module)
-
     def kernel_names(self) -> list[str]:
-        """Kernels declared with FUSER_HOST_LAUNCHER in the source."""
-        return re.findall(r"^\s*FUSER_HOST_LAUNCHER\(\s*(\w+)\s*\)", self.source, re.M)
+        """Kernels declared with FUSER_HOST_LAUNCHER in the source (for error messages)."""
+        marker = "FUSER_HOST_LAUNCHER("
+        lines = (line.strip() for line in self.source.splitlines())
+        return [line[len(marker):line.index(")")].strip() for line in lines if line.startswith(marker) and ")" in line]
 
     def _kernel(self, name: str) -> _Kernel:
         with self._lock:
@@ -333,15 +308,22 @@ class CpuModule:
             self._kernels[name] = kernel
             return kernel
 
-    def launch(self, kernel_name: str, grid, block, args: Sequence, needs_sync: bool = True,
-               num_threads: int | None = None, dynamic_smem_bytes: int = 0) -> LaunchStats:
-        """Runs `kernel_name` over `grid` x `block` (ints or up to 3-tuples).
+    def pack_args(self, kernel_name: str, args: Sequence) -> tuple[list[int], list]:
+        """What `launch` does to `args` before running: checks them against the kernel's signature
+        and returns (the address of each argument value, the objects owning those values)."""
+        return _marshal_args(self._kernel(kernel_name), args)
+
+    def launch(self, kernel_name: str, grid, block, args: Sequence, *, needs_sync: bool = True,
+               shared_bytes: int = 0, num_threads: int | None = None) -> LaunchStats:
+        """Runs `kernel_name` over `grid` x `block` (ints or up to 3-tuples) and returns the global
+        bytes it loaded and stored.
 
         args: numpy arrays for pointer parameters (passed by address, written in place) and numpy
         scalars (np.float32(1.0), np.int64(5), ...) whose dtype is the parameter's C type; plain
         Python numbers are converted to the parameter's type. needs_sync=False runs each block as a
         plain loop over its threads: only for kernels without barriers or warp operations.
-        num_threads: OS threads (default $FUSER_CPU_THREADS, else one per core).
+        shared_bytes: dynamic shared memory per block. num_threads: OS threads (default
+        $FUSER_CPU_THREADS, else one per core).
         """
         kernel = self._kernel(kernel_name)
         pointers, keep_alive = _marshal_args(kernel, args)
@@ -349,8 +331,8 @@ class CpuModule:
         cfg.grid[:] = _dims(grid, "grid")
         cfg.block[:] = _dims(block, "block")
         cfg.needs_sync = 1 if needs_sync else 0
-        cfg.num_threads = num_threads if num_threads is not None else int(os.environ.get("FUSER_CPU_THREADS", "0"))
-        cfg.dynamic_smem_bytes = dynamic_smem_bytes
+        cfg.num_threads = num_threads if num_threads is not None else settings.cpu_threads()
+        cfg.dynamic_smem_bytes = shared_bytes
         cfg.stack_key = _fiber_stack_key()
         stats = _LaunchStats()
         argv = (ctypes.c_void_p * max(1, len(pointers)))(*pointers)

@@ -6,9 +6,13 @@ permute reorders, reshape re-linearises, pad/cat branch, gather reads its index 
 down to global loads. Results are memoised per (value, index) within a C scope, so shared
 sub-expressions are computed once.
 
-Reduction kernels run one *phase* per reduction (a strided loop + a block reduction) and
-then store the outputs; in persistent mode a global load used by several phases is kept in
-a per-thread register array (`iters` slots), so every input element is read once.
+Indices are typed (lowering/index.py): every choice about an access (hoist it, keep it in
+registers, read it as a vector) reads what the index depends on, never the C it prints as.
+Which loads several phases of a row kernel share comes from the kernel analysis
+(lowering/analysis.py), before emission; emission only follows it.
+
+Emission writes into a tree of line sections: a loop-invariant load or a register buffer is
+declared in a section opened where it must live (before a loop), filled as emission meets it.
 
 All global memory goes through the prelude's `fuser_ld` / `fuser_st`, which the CPU
 backend counts. Extents, strides and runtime scalars are kernel parameters (`Param`), so a
@@ -18,11 +22,8 @@ kernel serves every batch size its schedule was chosen for.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr
@@ -35,8 +36,8 @@ from fuser_dialect import ops_layout as L
 from fuser_dialect import ops_resize as R
 from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType, dtype_name
 from fuser.lowering import cuda_exprs as X
+from fuser.lowering.index import ZERO, Ix, computed, depends_only_on, loop_var, shifted, structural_key, texts
 from fuser.lowering.kernel import KernelPlan
-from fuser.lowering.schedule import Schedule
 
 
 @dataclass(frozen=True)
@@ -59,13 +60,9 @@ class EmittedKernel:
     name: str
     source: str
     params: tuple[Param, ...]
-    schedule: Schedule
+    schedule: object
+    """The scheduler unit's schedule this source was rendered for."""
     needs_sync: bool
-
-
-@lru_cache(maxsize=1)
-def prelude() -> str:
-    return (Path(__file__).parent / "runtime" / "fuser_prelude.cuh").read_text()
 
 
 def _literal(attr) -> str:
@@ -80,70 +77,68 @@ def _literal(attr) -> str:
     return f"{attr.value.data}LL" if attr.type.width.data > 1 else ("true" if attr.value.data else "false")
 
 
-_ROW_INVARIANT = re.compile(r"r\d+|\d+")
-"""An index component naming only reduced-dim variables or constants (no row variable)."""
+class Section:
+    """Lines opened at one place of the kernel and filled later (declarations, hoisted loads)."""
 
+    def __init__(self, indent: int):
+        self.indent = indent
+        self.lines: list[str] = []
 
-_LANE = re.compile(r"iv(\d+)")
-_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
-_NUMBER = re.compile(r"\b\d+(LL)?\b")
-_PARAM = re.compile(r"(ext|st|ss|sc)\d+")
+    def line(self, text: str) -> None:
+        self.lines.append("  " * self.indent + text)
 
 
 @dataclass
 class _Hoist:
-    """Where loop-invariant loads are inserted, and which index variables they may use."""
+    """Where loop-invariant loads go, and which domain dims their index may read."""
 
-    line: int
+    section: Section
     memo_level: int
-    indent: int
-    allowed: frozenset[str]
+    allowed: frozenset[int]
     warp_broadcast: bool = False
     """Every thread of a block needs the same value: lane 0 of each warp loads, a shuffle shares it."""
 
-    def accepts(self, idx: Sequence[str]) -> bool:
-        for component in idx:
-            for name in _IDENTIFIER.findall(_NUMBER.sub(" ", component)):
-                if name not in self.allowed and not _PARAM.fullmatch(name):
-                    return False
-        return True
-
 
 @dataclass
-class _Loop:
-    """The phase loop being emitted: loads at cond_depth 0 inside it may be buffered."""
+class PhaseLoop:
+    """The phase loop of a persistent row kernel being emitted: its loads may be kept in
+    per-thread register arrays indexed by `slot`."""
 
     phase: int
     slot: str
+    reduced: frozenset[int]
 
 
 @dataclass
 class _State:
-    lines: list[str] = field(default_factory=list)
+    lines: list = field(default_factory=list)
+    """str lines and Sections, in order."""
     indent: int = 1
     memo: list[dict] = field(default_factory=lambda: [{}])
     counter: int = 0
     cond_depth: int = 0
-    loop: _Loop | None = None
+    loop: PhaseLoop | None = None
 
 
 class KernelEmitter:
-    def __init__(self, plan: KernelPlan, schedule: Schedule, buffered: frozenset = frozenset()):
+    def __init__(self, plan: KernelPlan, schedule, reused: frozenset = frozenset()):
         self.plan = plan
         self.schedule = schedule
         self.produced = {op.results[0]: op for op in plan.ops}
         self.params: dict[tuple, Param] = {}
         self.s = _State()
         self.red_regs: dict[SSAValue, str] = {}
-        self.buffered = buffered
-        self.buffers: dict[tuple, tuple[str, str]] = {}  # load key -> (buffer, ctype)
+        self.reused = reused
+        """(value, structural index) of the loads several phases read (lowering/analysis.py)."""
+        self.buffers: dict[tuple, str] = {}  # reused load -> its register array
+        self.buffer_section: Section | None = None
         self.filled: set[tuple] = set()
-        self.load_phases: dict[tuple, set[int]] = {}
-        self.invariant: dict[tuple, tuple[str, str]] = {}  # row-invariant load key -> (buffer, ctype)
+        self.invariant: dict[tuple, str] = {}  # row-invariant load -> its register array
+        self.invariant_section: Section | None = None
         self.hoist: _Hoist | None = None
-        self.loads_seen: list[tuple[SSAValue, tuple[str, ...]]] | None = None  # analyses read load indices
         self.vec = 1  # pointwise: elements per vector access in the innermost dim (1 = scalar)
         self.vector_loads: dict[tuple, str] = {}
+        self.lane0: Ix | None = None  # the innermost index of a vectorised access (lane 0)
         self.needs_sync = False
 
     # -- output helpers -------------------------------------------------------------
@@ -159,6 +154,21 @@ class KernelEmitter:
         self.s.memo.pop()
         self.s.indent -= 1
         self.line("}")
+
+    def section(self) -> Section:
+        """A place here to declare things later (before the loop about to be opened)."""
+        sec = Section(self.s.indent)
+        self.s.lines.append(sec)
+        return sec
+
+    def text(self) -> list[str]:
+        out: list[str] = []
+        for item in self.s.lines:
+            if isinstance(item, Section):
+                out += item.lines
+            else:
+                out.append(item)
+        return out
 
     def tmp(self, ctype: str, expr: str, prefix: str = "t") -> str:
         self.s.counter += 1
@@ -205,10 +215,10 @@ class KernelEmitter:
         return self.scalar(value) if isinstance(value, SSAValue) else f"{value}LL"
 
     # -- values -------------------------------------------------------------------------
-    def emit(self, v: SSAValue, idx: Sequence[str]) -> str:
+    def emit(self, v: SSAValue, idx: Sequence[Ix]) -> str:
         t = v.type
         assert isinstance(t, TensorType), v
-        idx = tuple("0" if e == BROADCAST else i for e, i in zip(t.shape, idx))
+        idx = tuple(ZERO if e == BROADCAST else i for e, i in zip(t.shape, idx))
         key = (v, idx)
         for scope in reversed(self.s.memo):
             if key in scope:
@@ -220,42 +230,40 @@ class KernelEmitter:
         self.s.memo[-1][key] = expr
         return expr
 
-    def offset(self, v: SSAValue, idx: Sequence[str]) -> str:
+    def offset(self, v: SSAValue, idx: Sequence[Ix]) -> str:
         t = v.type
         assert isinstance(t, TensorType)
-        terms = [f"({i}) * {self.stride(v, d)}" for d, (e, i) in enumerate(zip(t.shape, idx)) if e != BROADCAST]
+        terms = [f"({i}) * {self.stride(v, d)}" for d, (e, i) in enumerate(zip(t.shape, texts(idx))) if e != BROADCAST]
         return " + ".join(terms) or "0"
 
-    def load(self, v: SSAValue, idx: tuple[str, ...]) -> str:
+    def load(self, v: SSAValue, idx: tuple[Ix, ...]) -> str:
         dtype = v.type.dtype  # type: ignore[union-attr]
         ctype = X.COMPUTE_TYPE[dtype]
         raw = X.load_expr(f"fuser_ld({self.tensor_ptr(v, False)}, {self.offset(v, idx)})", dtype)
         loop = self.s.loop
-        key = (v, idx)
-        if self.loads_seen is not None:
-            self.loads_seen.append((v, idx))
-        if self.hoist is not None and not self.s.cond_depth and self.hoist.accepts(idx):
-            return self.hoisted_load(key, ctype, raw)
-        if self.vec > 1 and not self.s.cond_depth:
-            lane = _LANE.fullmatch(idx[-1]) if idx else None
-            if lane is not None and v.type.shape[-1] != BROADCAST:
-                return self.vector_load(v, idx, int(lane.group(1)), ctype)
+        if self.hoist is not None and not self.s.cond_depth and depends_only_on(idx, self.hoist.allowed):
+            return self.hoisted_load((v, idx), ctype, raw)
+        if self.vec > 1 and not self.s.cond_depth and idx and idx[-1].lane is not None:
+            if v.type.shape[-1] != BROADCAST:  # type: ignore[union-attr]
+                return self.vector_load(v, idx, idx[-1].lane, ctype)
         if loop is None or self.s.cond_depth:
             return self.tmp(ctype, raw, "v")
-        if all(_ROW_INVARIANT.fullmatch(i) for i in idx):
-            return self.invariant_load(key, ctype, raw, loop)
-        self.load_phases.setdefault(key, set()).add(loop.phase)
-        if key not in self.buffered:
+        if depends_only_on(idx, loop.reduced):
+            return self.invariant_load((v, idx), ctype, raw, loop)
+        key = (v, structural_key(idx))
+        if key not in self.reused:
             return self.tmp(ctype, raw, "v")
         if key not in self.buffers:
-            self.buffers[key] = (f"buf{len(self.buffers)}", ctype)
-        buf = self.buffers[key][0]
+            assert self.buffer_section is not None, "a persistent row opens its buffer section first"
+            self.buffers[key] = f"buf{len(self.buffers)}"
+            self.buffer_section.line(f"{ctype} {self.buffers[key]}[{self.schedule.iters}];")
+        buf = self.buffers[key]
         if key not in self.filled:
             self.filled.add(key)
             self.line(f"{buf}[{loop.slot}] = {raw};")
         return self.tmp(ctype, f"{buf}[{loop.slot}]", "v")
 
-    def vector_load(self, v: SSAValue, idx: tuple[str, ...], lane: int, ctype: str) -> str:
+    def vector_load(self, v: SSAValue, idx: tuple[Ix, ...], lane: int, ctype: str) -> str:
         """Element `lane` of a VEC-wide load of v's innermost dim (one access for all lanes)."""
         key = (v, idx[:-1])
         if key not in self.vector_loads:
@@ -264,7 +272,7 @@ class KernelEmitter:
             storage = X.STORAGE_TYPE[v.type.dtype]  # type: ignore[union-attr]
             ptr = self.tensor_ptr(v, False)
             self.line(f"{storage} {name}[{self.vec}];")
-            self.line(f"fuser_ld_vec<{self.vec}>({ptr}, {self.offset(v, (*idx[:-1], 'iv0'))}, {name});")
+            self.line(f"fuser_ld_vec<{self.vec}>({ptr}, {self.offset(v, (*idx[:-1], self.lane0))}, {name});")
             self.vector_loads[key] = name
         raw = X.load_expr(f"{self.vector_loads[key]}[{lane}]", v.type.dtype)  # type: ignore[union-attr]
         return self.tmp(ctype, raw, "v")
@@ -275,19 +283,19 @@ class KernelEmitter:
         self.line(f"{X.STORAGE_TYPE[out.type.dtype]} {name}[{vec}];")  # type: ignore[union-attr]
         return name
 
-    def stage_value(self, out: SSAValue, staged: str, lane: int, idx: Sequence[str]) -> None:
+    def stage_value(self, out: SSAValue, staged: str, lane: int, idx: Sequence[Ix]) -> None:
         value = self.emit(out, idx)
         self.line(f"{staged}[{lane}] = {X.store_expr(value, out.type.dtype)};")  # type: ignore[union-attr]
 
-    def store_vector(self, out: SSAValue, staged: str, idx: Sequence[str], vec: int) -> None:
+    def store_vector(self, out: SSAValue, staged: str, idx: Sequence[Ix], vec: int) -> None:
         ptr = self.tensor_ptr(out, True)
-        offset = self.offset(out, tuple("0" if e == BROADCAST else i for e, i in zip(out.type.shape, idx)))
+        offset = self.offset(out, tuple(ZERO if e == BROADCAST else i for e, i in zip(out.type.shape, idx)))
         self.line(f"fuser_st_vec<{vec}>({ptr}, {offset}, {staged});")
 
-    def hoist_here(self, allowed: set[str], warp_broadcast: bool = False) -> None:
-        """Loads emitted later whose index uses only `allowed` variables go here, before the
-        loop about to be opened (pointwise outer loop, reduction phase loops)."""
-        self.hoist = _Hoist(len(self.s.lines), len(self.s.memo) - 1, self.s.indent, frozenset(allowed), warp_broadcast)
+    def hoist_here(self, allowed: set[int] | frozenset[int], warp_broadcast: bool = False) -> None:
+        """Loads emitted later whose index reads only the loop variables of `allowed` dims go
+        here, before the loop about to be opened (pointwise outer loop, reduction phase loops)."""
+        self.hoist = _Hoist(self.section(), len(self.s.memo) - 1, frozenset(allowed), warp_broadcast)
 
     def hoisted_load(self, key: tuple, ctype: str, raw: str) -> str:
         h = self.hoist
@@ -298,19 +306,19 @@ class KernelEmitter:
             name = f"h{self.s.counter}"
             if h.warp_broadcast:
                 raw = f"fuser_lane0((threadIdx.x & 31) == 0 ? ({ctype})({raw}) : ({ctype})0)"
-            self.s.lines.insert(h.line, "  " * h.indent + f"const {ctype} {name} = {raw};")
-            h.line += 1
+            h.section.line(f"const {ctype} {name} = {raw};")
             scope[key] = name
         return scope[key]
 
-    def invariant_load(self, key: tuple, ctype: str, raw: str, loop: _Loop) -> str:
+    def invariant_load(self, key: tuple, ctype: str, raw: str, loop: PhaseLoop) -> str:
         """A load that is the same for every row (a weight, a bias): kept in registers across
         all the rows a block processes, filled on its first row only."""
         if key not in self.invariant:
-            self.invariant[key] = (f"inv{len(self.invariant)}", ctype)
-            buf = self.invariant[key][0]
-            self.line(f"if (fuser_first_row) {buf}[{loop.slot}] = {raw};")
-        return self.tmp(ctype, f"{self.invariant[key][0]}[{loop.slot}]", "v")
+            assert self.invariant_section is not None, "a persistent row kernel opens its invariant section first"
+            self.invariant[key] = f"inv{len(self.invariant)}"
+            self.invariant_section.line(f"{ctype} {self.invariant[key]}[{self.schedule.iters}];")
+            self.line(f"if (fuser_first_row) {self.invariant[key]}[{loop.slot}] = {raw};")
+        return self.tmp(ctype, f"{self.invariant[key]}[{loop.slot}]", "v")
 
     def emit_op(self, op: Operation, idx: tuple[str, ...]) -> str:
         handler = EMITTERS.get(type(op))
@@ -380,12 +388,12 @@ class KernelEmitter:
         out, inp = op.result, op.input
         linear = "0"
         for d in range(out.type.rank):
-            linear = f"(({linear}) * {self.extent(out, d)} + ({idx[d]}))"
+            linear = f"(({linear}) * {self.extent(out, d)} + ({idx[d].text}))"
         lin = self.tmp("long long", linear, "l")
-        src = [""] * inp.type.rank
+        src: list[Ix] = [ZERO] * inp.type.rank
         for d in reversed(range(inp.type.rank)):
             e = self.extent(inp, d)
-            src[d] = self.tmp("long long", f"{lin} % {e}", "j")
+            src[d] = computed(idx, self.tmp("long long", f"{lin} % {e}", "j"))
             lin = self.tmp("long long", f"{lin} / {e}", "l")
         return self.emit(inp, src)
 
@@ -394,7 +402,8 @@ class KernelEmitter:
         src = []
         for d, step in enumerate(steps):
             start = self.param(("slice_start", op, d), "long long", "slice_start", "ss", op=op, dim=d)
-            src.append(f"({start} + ({idx[d]}) * {step}LL)" if step != 1 else f"({start} + ({idx[d]}))")
+            text = f"({start} + ({idx[d].text}) * {step}LL)" if step != 1 else f"({start} + ({idx[d].text}))"
+            src.append(shifted(idx[d], ("slice", op, d, step), text))
         return self.emit(op.input, src)
 
     def op_PadOp(self, op: R.PadOp, idx):
@@ -407,8 +416,8 @@ class KernelEmitter:
             if left == 0 and widths[2 * d + 1] == 0:
                 src.append(idx[d])
                 continue
-            j = self.tmp("long long", f"({idx[d]}) - {self.mixed_int(left)}", "j")
-            src.append(j)
+            j = self.tmp("long long", f"({idx[d].text}) - {self.mixed_int(left)}", "j")
+            src.append(computed([idx[d]], j))
             conds.append(f"({j} >= 0 && {j} < {self.extent(op.input, d)})")
         fill = self.scalar(op.value, t)
         if not conds:
@@ -434,10 +443,10 @@ class KernelEmitter:
         for k, v in enumerate(op.inputs):
             end = f"({offset} + {self.extent(v, dim)})"
             keyword = "if" if k == 0 else "else if"
-            header = f"{keyword} ({idx[dim]} < {end})" if k < len(op.inputs) - 1 else "else"
+            header = f"{keyword} ({idx[dim].text} < {end})" if k < len(op.inputs) - 1 else "else"
             self.open(header)
             src = list(idx)
-            src[dim] = f"({idx[dim]} - {offset})"
+            src[dim] = shifted(idx[dim], ("cat", op, k), f"({idx[dim].text} - {offset})")
             self.line(f"{name} = {self.emit(v, src)};")
             self.close()
             offset = end
@@ -448,7 +457,7 @@ class KernelEmitter:
     def _lookup(self, op, idx, index_idx) -> str:
         position = self.emit(op.index, index_idx)
         src = list(idx)
-        src[op.axis] = f"(long long)({position})"
+        src[op.axis] = computed(index_idx, f"(long long)({position})")
         return self.emit(op.input, src)
 
     def op_GatherOp(self, op: G.GatherOp, idx):
@@ -465,32 +474,33 @@ class KernelEmitter:
     def op_IotaOp(self, op: F.IotaOp, idx):
         t = X.COMPUTE_TYPE[op.result.type.dtype]
         start, step = self.scalar(op.start, t), self.scalar(op.step, t)
-        return self.tmp(t, X.round_expr(f"({start} + ({t})({idx[0]}) * {step})", op.result.type.dtype))
+        return self.tmp(t, X.round_expr(f"({start} + ({t})({idx[0].text}) * {step})", op.result.type.dtype))
 
     def op_FullOp(self, op: F.FullOp, idx):
         dtype = op.result.type.dtype
         return self.tmp(X.COMPUTE_TYPE[dtype], X.round_expr(self.scalar(op.value, X.COMPUTE_TYPE[dtype]), dtype))
 
     # -- stores -------------------------------------------------------------------------
-    def store(self, v: SSAValue, idx: Sequence[str]) -> None:
+    def store(self, v: SSAValue, idx: Sequence[Ix]) -> None:
         value = self.emit(v, idx)
         dtype = v.type.dtype  # type: ignore[union-attr]
         ptr = self.tensor_ptr(v, True)
-        offset = self.offset(v, tuple("0" if e == BROADCAST else i for e, i in zip(v.type.shape, idx)))
+        offset = self.offset(v, tuple(ZERO if e == BROADCAST else i for e, i in zip(v.type.shape, idx)))
         self.line(f"fuser_st({ptr}, {offset}, {X.store_expr(value, dtype)});")
 
-    def unravel(self, value: SSAValue, dims: Sequence[int], linear: str, prefix: str) -> dict[int, str]:
-        """Index variables `<prefix><d>` of `dims` of `value` from a row-major linear index.
+    def unravel(self, value: SSAValue, dims: Sequence[int], linear: str, prefix: str) -> dict[int, Ix]:
+        """Loop variables `<prefix><d>` of `dims` of `value` from a row-major linear index.
         Names are fixed (not numbered) so that every phase loop indexes loads identically."""
-        names: dict[int, str] = {}
+        names: dict[int, Ix] = {}
         rest = linear
         for k, d in enumerate(reversed(dims)):
             e = self.extent(value, d)
-            names[d] = f"{prefix}{d}"
+            name = f"{prefix}{d}"
+            names[d] = loop_var(d, name)
             if k == len(dims) - 1:
-                self.line(f"const long long {names[d]} = {rest};")
+                self.line(f"const long long {name} = {rest};")
             else:
-                self.line(f"const long long {names[d]} = {rest} % {e};")
+                self.line(f"const long long {name} = {rest} % {e};")
                 self.line(f"const long long {prefix}q{d} = {rest} / {e};")
                 rest = f"{prefix}q{d}"
         return names

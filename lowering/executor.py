@@ -1,6 +1,6 @@
-"""`FusionExecutor`: what `FusionDefinition.execute` runs for the "cpu" and "cuda" backends.
+"""`FusionExecutor`: what `FusionDefinition.execute` runs, on any backend (lowering.backends).
 
-Per call: check inputs → evaluate extents → cache key (lowering/cache_key.py: exactly what
+The reference backend interprets the fusion. On a kernel backend, per call: check inputs → evaluate extents → cache key (lowering/cache_key.py: exactly what
 concretization and code generation consume) → on a miss, concretize + preseg + segment →
 schedules from the extents → kernels (compiled once per schedule tuple) → launch.
 A miss is logged with its reason (FUSER_LOG=recompile)."""
@@ -11,20 +11,17 @@ import dataclasses
 import threading
 from collections.abc import Sequence
 
-import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from fuser_dialect.extents import ExtentPlan, runtime_arguments
 from fuser_dialect.fusion import the_fusion
-from fuser_dialect.fusion import output_order
-from fuser_dialect.inputs import apply_layout, check_inputs
-from fuser_dialect.interpreter import interpret
+from fuser_dialect.inputs import check_inputs
 from fuser.lowering.backends import Backend
 from fuser.lowering.cache import CacheInfo, FusionCache
 from fuser.lowering.cache_key import make_key
 from fuser.lowering.compiled import build_compiled_fusion
 from fuser.lowering.gather_checks import check_index_ranges, index_ops
-from fuser.lowering.launch import DeviceMemory, KernelRecord, Launcher
+from fuser.lowering.launch import KernelRecord, Launcher
 from fuser.passes.concretize import resize_extents_enabled
 
 
@@ -42,7 +39,10 @@ class FusionExecutor:
 
     def execute(self, inputs: Sequence[object], backend: Backend, disable: Sequence[str] = ()):
         if not backend.compiles:
-            return self._interpret(inputs)
+            outputs = backend.run(self.fusion, inputs)
+            self._local.records = []
+            self._local.last = None
+            return outputs
         resize_extents = resize_extents_enabled(disable)
         checked = check_inputs(self.fusion, inputs)
         shapes, scalars = runtime_arguments(self.plan, checked)
@@ -51,7 +51,7 @@ class FusionExecutor:
             check_index_ranges(self.fusion, checked, source_extents)
         key = make_key(self.plan, checked, backend.name, resize_extents, extents=source_extents)
         compiled = self.cache.lookup_or_build(
-            key, lambda: build_compiled_fusion(self.module, shapes, scalars, backend.name, resize_extents)
+            key, lambda: build_compiled_fusion(self.module, shapes, scalars, backend, resize_extents)
         )
         extents = compiled.extent_plan.evaluate(shapes, scalars)
         kernels, compiled_now = compiled.kernels_for(compiled.schedules(extents, checked))
@@ -60,18 +60,11 @@ class FusionExecutor:
                 self._compiles += 1
             else:
                 self._reuses += 1
-        memory = DeviceMemory(inputs) if backend.device else None
-        outputs, records = Launcher(compiled, kernels, extents, checked, memory).run(backend.name)
+        memory = backend.allocator(inputs)
+        outputs, records = Launcher(compiled, kernels, extents, checked, memory).run(backend)
         self._local.records = records
         self._local.last = compiled
         return outputs
-
-    def _interpret(self, inputs: Sequence[object]) -> list:
-        outs = interpret(self.fusion, inputs)
-        self._local.records = []
-        self._local.last = None
-        # apply_layout copies: an output never aliases an input array (a fusion may return one).
-        return [apply_layout(o, output_order(self.fusion, i)[0]) if np.ndim(o) else o for i, o in enumerate(outs)]
 
     def cache_info(self) -> CacheInfo:
         """hits / misses count executions that reused / compiled kernels (a new concretization

@@ -47,8 +47,8 @@ def gpu_available() -> tuple[bool, str]:
         return False, f"no GPU device ({e})"
 
 
-def _driver():
-    """pycuda.driver with the primary context current on this thread."""
+def driver():
+    """pycuda.driver with the primary context current on this thread (raises GpuUnavailable)."""
     ok, why = gpu_available()
     if not ok:
         raise GpuUnavailable(f"the cuda backend needs a GPU and pycuda: {why}")
@@ -65,7 +65,7 @@ def _driver():
 def _pool():
     from pycuda.tools import DeviceMemoryPool
 
-    _driver()
+    driver()
     return DeviceMemoryPool()
 
 
@@ -149,7 +149,7 @@ class DeviceArray:
             return t.cpu().numpy()
         host = np.empty(math.prod(self.shape), self.dtype)
         if host.size:
-            _driver().memcpy_dtoh(_bytes_view(host), self.ptr)
+            driver().memcpy_dtoh(_bytes_view(host), self.ptr)
         return from_dense(host, self.shape, self.strides)
 
     def output(self):
@@ -169,7 +169,7 @@ class DevicePtr(int):
 @functools.cache
 def _device_ordinal() -> int:
     """Which GPU the primary context is on, in the numbering torch also uses."""
-    drv = _driver()
+    drv = driver()
     current = drv.Context.get_device()
     return next(i for i in range(drv.Device.count()) if drv.Device(i) == current)
 
@@ -199,7 +199,7 @@ def from_dense(buffer: np.ndarray, shape: Sequence[int], strides: Sequence[int])
 def to_device(x) -> DeviceArray:
     """numpy array -> copied into pooled device memory (its stride order kept, made dense);
     torch CUDA tensor -> used in place, no copy; torch CPU tensor -> copied by torch."""
-    drv = _driver()
+    drv = driver()
     if _is_tensor(x):
         ordinal = _device_ordinal()
         if not x.is_cuda:
@@ -224,7 +224,7 @@ def empty(shape: Sequence[int], dtype, *, stride_order: Sequence[int] | None = N
     strides = dense_strides(shape, stride_order)
     tensors = [t for t in like if _is_tensor(t)]
     if tensors:
-        _driver()
+        driver()
         device = f"cuda:{_device_ordinal()}"
         t = _torch().empty_strided(tuple(shape), strides, dtype=_torch_dtype(dtype), device=device)
         return DeviceArray(t.data_ptr(), shape, dtype, strides, t)
@@ -266,7 +266,7 @@ class GpuModule:
     """A cubin loaded into the primary context; launches its kernels by (extern "C") name."""
 
     def __init__(self, cubin: bytes) -> None:
-        drv = _driver()
+        drv = driver()
         try:
             self._module = drv.module_from_buffer(cubin)
         except drv.Error as e:
@@ -276,23 +276,29 @@ class GpuModule:
         self._calls: dict[tuple[str, str], object] = {}  # (kernel, argument formats) -> prepared Function
         self._shared_optin: dict[str, int] = {}
 
-    def launch(self, kernel_name: str, grid, block, args: Sequence[object], shared_bytes: int = 0) -> None:
+    def pack_args(self, kernel_name: str, args: Sequence[object]) -> list[tuple[str, object]]:
+        """What `launch` does to `args` before launching: (struct format, value) of each argument."""
+        return [_pack(a, i, kernel_name) for i, a in enumerate(args)]
+
+    def launch(self, kernel_name: str, grid, block, args: Sequence[object], *, needs_sync: bool = True,
+               shared_bytes: int = 0) -> None:
         """Launch asynchronously on the default stream. `args`: DeviceArray / DevicePtr / torch tensors
-        for pointers, numpy scalars for values (their dtype must be the kernel's C parameter type)."""
-        packed = [_pack(a, i, kernel_name) for i, a in enumerate(args)]
+        for pointers, numpy scalars for values (their dtype must be the kernel's C parameter type).
+        needs_sync is the emulation's hint (the GPU has real barriers); no byte counters here."""
+        packed = self.pack_args(kernel_name, args)
         formats = "".join(f for f, _ in packed)
         fn = self._calls.get((kernel_name, formats))
         if fn is None:
             fn = self._prepare(kernel_name, formats)
         if shared_bytes > self._shared_optin.get(kernel_name, _STATIC_SHARED_LIMIT):
-            drv = _driver()
+            drv = driver()
             fn.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_bytes)
             self._shared_optin[kernel_name] = shared_bytes
         fn.prepared_call(_dim3(grid, "grid"), _dim3(block, "block"), *(v for _, v in packed),
                          shared_size=shared_bytes)
 
     def _prepare(self, kernel_name: str, formats: str):
-        drv = _driver()
+        drv = driver()
         try:
             fn = self._module.get_function(kernel_name)
         except drv.Error as e:
@@ -303,7 +309,7 @@ class GpuModule:
 
 
 def synchronize() -> None:
-    _driver().Context.synchronize()
+    driver().Context.synchronize()
 
 
 def time_kernel(fn: Callable[[], object], warmup: int = 10, iters: int = 100) -> list[float]:
@@ -312,7 +318,7 @@ def time_kernel(fn: Callable[[], object], warmup: int = 10, iters: int = 100) ->
     host synchronisation does not end up in the numbers."""
     if iters < 1:
         raise ValueError(f"time_kernel needs iters >= 1, got {iters}")
-    drv = _driver()
+    drv = driver()
     for _ in range(warmup):
         fn()
     drv.Context.synchronize()

@@ -26,7 +26,7 @@ class SegmentPass(ModulePass):
             for plan in plans:
                 for kernel_op in plan.ops:
                     kernel_op.attributes["fuser.kernel"] = IntegerAttr(plan.index, i64)
-                entry = {"name": StringAttr(plan.name), "scheduler": StringAttr(plan.scheduler.value)}
+                entry = {"name": StringAttr(plan.name), "scheduler": StringAttr(plan.scheduler)}
                 if plan.split_reason:
                     entry["reason"] = StringAttr(plan.split_reason)
                 entries.append(DictionaryAttr(entry))

@@ -15,9 +15,7 @@ from xdsl.utils.target import Target
 
 from fuser_dialect.fusion import fusion_funcs
 from fuser_dialect.types import BROADCAST, DYNAMIC
-from fuser.lowering.kernel import Scheduler
-from fuser.lowering.render import pointwise_facts, render
-from fuser.lowering.schedule import choose_schedule
+from fuser.lowering.render import render
 from fuser.lowering.segment import plan_kernels
 
 
@@ -32,10 +30,7 @@ class CudaTarget(Target):
             for plan in plan_kernels(f):
                 shapes = [tuple(self.extent if e == DYNAMIC else 1 if e == BROADCAST else e for e in v.type.shape)
                           for v in plan.domain_values()]
-                prefixes = ()
-                if plan.scheduler == Scheduler.POINTWISE:
-                    prefixes = tuple(f.invariant_prefix for f in pointwise_facts(plan))
-                kernel = render(plan, choose_schedule(plan, shapes, prefixes))
+                kernel = render(plan, plan.unit.choose(plan, shapes, None, {}))
                 source = kernel.source
                 if not self.prelude:
                     source = source[source.index("// scheduler:"):]

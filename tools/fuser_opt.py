@@ -2,17 +2,24 @@
 
 Bad input never ends in a Python traceback: parse errors and verifier errors are
 printed as located diagnostics (stderr, exit 1) unless --parsing-diagnostics /
---verify-diagnostics ask for them on stdout (exit 0) for FileCheck."""
+--verify-diagnostics ask for them on stdout (exit 0) for FileCheck. Files that cannot
+be read or written are one-line errors (`fuser-opt: error: ...`, exit 1). As in
+mlir-opt, `-` names stdin (input) or stdout (`-o -`), and an input with no ops (empty,
+or only comments) is an empty module."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import sys
 from collections.abc import Sequence
 from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 from xdsl.parser import Parser
+from xdsl.utils.lexer import Span
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError, VerifyException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
@@ -21,7 +28,48 @@ from fuser_dialect.fusion import fusion_funcs, verify_fusion
 from fuser.passes.registry import all_pass_factories
 
 
+class DriverError(Exception):
+    """A problem with the command line or the files it names, reported as one line."""
+
+
+class _LocatingParser(Parser):
+    """Remembers where each op's text starts, so that a verifier error (which knows the op but
+    not the text) can be reported at its line like a parse error."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.op_starts: dict[Operation, int] = {}
+
+    def parse_operation(self) -> Operation:
+        start = self._current_token.span.start
+        op = super().parse_operation()
+        self.op_starts[op] = start
+        return op
+
+
+@dataclasses.dataclass
+class _ParsedChunk:
+    """The last chunk parsed: what locating a verifier error needs."""
+
+    parser: _LocatingParser
+    line_offset: int = 0
+
+    def span_of(self, op: Operation) -> Span | None:
+        """The first line of `op`'s text, from its first token; None for ops not parsed here."""
+        start = self.parser.op_starts.get(op)
+        if start is None:
+            return None
+        text = self.parser.lexer.input.content
+        line_end = text.find("\n", start)
+        end = len(text.rstrip()) if line_end < 0 else start + len(text[start:line_end].rstrip())
+        return Span(start, max(end, start + 1), self.parser.lexer.input, self.line_offset)
+
+
 class FuserOptMain(xDSLOptMain):
+    _chunk: _ParsedChunk | None = None  # the chunk being parsed or run, to locate its errors
+    _chunk_offset = 0  # its first line in the file (--split-input-file)
+    _error_span: Span | None = None  # where the verifier error being raised was written
+
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
         self.ctx.register_dialect("fuser", lambda: Fuser)
@@ -30,7 +78,10 @@ class FuserOptMain(xDSLOptMain):
         super().register_all_frontends()
 
         def parse_mlir(io: IO[bytes]) -> ModuleOp:
-            parser = Parser(self.ctx, io.read(), self.get_input_name())
+            parser = _LocatingParser(self.ctx, io.read(), self.get_input_name())
+            self._chunk = _ParsedChunk(parser, self._chunk_offset)
+            if _has_no_ops(parser.lexer.input.content) and not self.args.no_implicit_module:
+                return ModuleOp([])  # mlir-opt accepts an empty input as an empty module
             try:
                 return parser.parse_module(not self.args.no_implicit_module)
             except VerifyException as e:
@@ -54,21 +105,82 @@ class FuserOptMain(xDSLOptMain):
             return
         self.available_targets["cuda"] = lambda: CudaTarget
 
+    # -- files: `-` is stdin/stdout; a file that cannot be opened is a DriverError ----------
+
+    def get_input_stream(self) -> tuple[IO[bytes], str]:
+        name = self.args.input_file
+        if name is None or name == "-":
+            return sys.stdin.buffer, "mlir"
+        try:
+            stream = open(name, "rb")
+        except OSError as e:
+            raise DriverError(f"cannot open input file '{name}': {e.strerror or e}") from None
+        return stream, os.path.splitext(name)[1].removeprefix(".")
+
+    def get_input_name(self) -> str:
+        name = self.args.input_file
+        return "stdin" if name is None or name == "-" else name
+
+    def prepare_output(self) -> IO[str]:
+        name = self.args.output_file
+        if name is None or name == "-":
+            return sys.stdout
+        try:
+            return open(name, "w")
+        except OSError as e:
+            raise DriverError(f"cannot open output file '{name}': {e.strerror or e}") from None
+
+    # -- locating verifier errors --------------------------------------------------------
+
     def parse_chunk(self, chunk, file_extension, offset=0) -> ModuleOp | None:
+        self._chunk_offset = offset  # the frontend gets only the stream
+        self._chunk = None
         module = super().parse_chunk(chunk, file_extension, offset)
         if module is not None:
             for f in fusion_funcs(module):
-                verify_fusion(f)
+                with self._locating(f):
+                    verify_fusion(f)
         return module
+
+    def setup_pipeline(self) -> None:
+        super().setup_pipeline()
+        verify = self.pipeline.callback
+
+        def callback(previous_pass, module, next_pass) -> None:
+            if verify is None:
+                return
+            if previous_pass is not None:  # IR made by a pass has no text to point at
+                return verify(previous_pass, module, next_pass)
+            try:
+                verify(previous_pass, module, next_pass)
+            except DiagnosticException:
+                bad = _first_invalid_op(module)
+                self._error_span = self._chunk.span_of(bad) if self._chunk and bad else None
+                raise
+
+        self.pipeline = dataclasses.replace(self.pipeline, callback=callback)
+
+    @contextlib.contextmanager
+    def _locating(self, op: Operation):
+        """A DiagnosticException raised inside is located at `op`'s text."""
+        try:
+            yield
+        except DiagnosticException:
+            self._error_span = self._chunk.span_of(op) if self._chunk else None
+            raise
 
     def run(self) -> None:
         try:
             super().run()
+        except DriverError as e:
+            _fail(str(e))
         except ParseError as e:
             print(e, file=sys.stderr)
             sys.exit(1)
         except DiagnosticException as e:
-            print(e, file=sys.stderr)
+            # Located like a parse error when the op's text is known.
+            span = self._error_span
+            print(span.print_with_context(str(e)) if span is not None else e, file=sys.stderr)
             # The IR with the failing op marked (added by Operation.emit_error).
             for note in getattr(e, "__notes__", ()):
                 print(note, file=sys.stderr)
@@ -78,10 +190,33 @@ class FuserOptMain(xDSLOptMain):
             # point stdout at devnull so that the flush at exit does not fail again).
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(1)
+        except OSError as e:
+            # Reading or writing failed after the files were opened (a full disk, EIO).
+            _fail(f"{e.strerror or e}" + (f": '{e.filename}'" if e.filename else ""))
         except ValueError as e:
             # Pass options and pass preconditions (e.g. concretize without extents).
-            print(f"fuser-opt: error: {e}", file=sys.stderr)
-            sys.exit(1)
+            _fail(str(e))
+
+
+def _fail(message: str) -> None:
+    print(f"fuser-opt: error: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def _has_no_ops(text: str) -> bool:
+    """True for an input of only blank and `//` comment lines."""
+    return all(not line.strip() or line.strip().startswith("//") for line in text.splitlines())
+
+
+def _first_invalid_op(module: ModuleOp) -> Operation | None:
+    """The op whose own verifier fails first in the order xDSL verifies (nested ops before
+    their parent), or None."""
+    for op in module.walk(region_first=True):
+        try:
+            op.verify(verify_nested_ops=False)
+        except (DiagnosticException, ValueError):
+            return op
+    return None
 
 
 def _last_code_line(text: str, pos: int) -> tuple[int, int]:

@@ -20,8 +20,9 @@
 //     operation in such a launch is reported as an error.
 //   * Limits: a thread spinning on a value another thread of its block will write never yields,
 //     so it hangs; static __shared__ memory keeps the previous block's contents (dynamic shared
-//     memory is refilled with 0xff); fiber stacks have no guard pages (overflow is detected after
-//     the launch, see FiberPool); CPU-mode sources must not include C++ standard headers such as
+//     memory is refilled with 0xff); a fiber that overflows its stack (FUSER_FIBER_STACK_BYTES)
+//     faults in a guard page and fails its launch (see SharedStacks; an overflow inside a C library
+//     call that holds a lock leaves it held); CPU-mode sources must not include C++ standard headers such as
 //     <cmath> (their global `using std::...` declarations clash with the CUDA overloads here).
 //
 // Deliberate departures from <atomic>/<cmath>: both headers cost 0.2-0.4 s of compile time per
@@ -38,6 +39,8 @@
 #undef _GLIBCXX_INCLUDE_NEXT_C_HEADERS
 #include <omp.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -62,7 +65,7 @@
 // ---------------------------------------------------------------------------------------------
 // ABI shared with lowering/cpu_runtime.py (mirrored there with ctypes; bump both together).
 // ---------------------------------------------------------------------------------------------
-#define FUSER_CPU_ABI_VERSION 1
+#define FUSER_CPU_ABI_VERSION 2  // 2: guarded stack regions ("fuser-s2"), the key has no destructor
 #define FUSER_EXPORT __attribute__((visibility("default")))
 
 extern "C" {
@@ -334,67 +337,212 @@ inline void ctx_switch(Context* from, Context* to) {
 // OpenMP pool; stacks owned per module and thread would keep a few KiB per fiber resident for
 // every pair (1 MiB per 256-thread pool). So all modules share ONE stack region per OS thread,
 // reached through a pthread key that lowering/cpu_runtime.py creates once per process and passes
-// in fuser_launch_config (destructor: free). Sharing is safe because an OS thread runs one block
-// at a time. The region starts with this header; the stacks follow at the next page.
+// in fuser_launch_config. Sharing is safe because an OS thread runs one block at a time. The key
+// has no destructor: the FiberPool of whichever module's thread-exit destructor runs first unmaps
+// the region (a C++ thread_local destructor can do what a bare pthread destructor cannot: munmap
+// needs the length and the signal stack must be switched off first).
+//
+// One mmap per region, low to high addresses:
+//   [guard][signal stack][header page][guard][stack 0][guard][stack 1] ... [guard][stack n-1]
+// Every stack has a PROT_NONE guard below it, so an overflow faults at an address known to be a
+// guard instead of silently writing into the stack below. Kernels are compiled with
+// -fstack-clash-protection, so a frame larger than a guard touches its pages one by one and
+// cannot jump over the guard into the next stack. The SIGSEGV handler below recognises such a
+// fault and ends the block (see run_block_fibers); it runs on the region's signal stack because
+// the overflowed stack has no room left for a signal frame.
+// Cost: 2 memory mappings per stack (vm.max_map_count, 65530 by default, bounds OS threads x
+// threads per block to ~32k); the pages stay untouched, so not resident, until a fiber uses them.
 struct SharedStacks {
-  static constexpr uint64_t kMagic = 0x66757365722d7331ull;  // "fuser-s1": layout version
+  static constexpr uint64_t kMagic = 0x66757365722d7332ull;  // "fuser-s2": layout version
   uint64_t magic;
-  size_t bytes;  // of stack space after the header page
+  uint64_t generation;  // never repeats for one OS thread, even when a new region reuses the address
+  char* map;
+  size_t map_bytes;
+  char* first_slot;  // slot i = guard then stack, slot_bytes apart
+  size_t guard_bytes, stack_bytes, slot_bytes;
+  int count;
+  bool own_sigstack;    // the signal stack of this region is the thread's sigaltstack
+  sigjmp_buf* recover;  // set while this thread runs a fiber block: where the fault handler jumps
+  int overflowed;       // the stack whose guard the fault handler found touched
+
+  char* stack_lo(int i) const { return first_slot + (size_t)i * slot_bytes + guard_bytes; }
+  // Index of the stack whose guard holds `addr`, or -1.
+  int guard_of(uintptr_t addr) const {
+    const uintptr_t lo = (uintptr_t)first_slot;
+    if (addr < lo || addr >= lo + (size_t)count * slot_bytes) return -1;
+    const uintptr_t off = addr - lo;
+    return off % slot_bytes < guard_bytes ? (int)(off / slot_bytes) : -1;
+  }
 };
 
 inline size_t page_size() { return (size_t)sysconf(_SC_PAGESIZE); }
+inline size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-// The calling OS thread's stack region with at least `bytes` of stacks; null if out of memory.
-// Without a key (-1) the region is private to this module.
-inline char* thread_stacks(int64_t key, size_t bytes) {
-  static thread_local SharedStacks* private_region;
-  SharedStacks* s = key >= 0 ? (SharedStacks*)pthread_getspecific((pthread_key_t)key) : private_region;
-  if (s && s->magic == SharedStacks::kMagic && s->bytes >= bytes) return (char*)s + page_size();
-  free(s);  // too small, or from an incompatible layout
-  s = (SharedStacks*)aligned_alloc(page_size(), page_size() + bytes);  // large: mmap'd, lazily faulted
-  if (s) *s = {SharedStacks::kMagic, bytes};
-  if (key >= 0)
-    pthread_setspecific((pthread_key_t)key, s);
-  else
-    private_region = s;
-  return s ? (char*)s + page_size() : nullptr;
+// The key every module of the process uses (set by the first fiber launch, read by the handler).
+static int64_t g_region_key = -1;
+static const char* g_region_error = "";  // why the last region could not be made (static text)
+static struct sigaction g_previous_segv;  // the handler ours was installed over
+
+// The pthread key of the calling thread's region: the process-wide one from cpu_runtime.py, or one
+// private to this module when there is none (the fault handler reads regions through keys only).
+inline int64_t region_key(int64_t shared_key) {
+  if (shared_key >= 0) return shared_key;
+  static const int64_t private_key = [] {
+    pthread_key_t k;
+    return pthread_key_create(&k, nullptr) == 0 ? (int64_t)k : (int64_t)-1;
+  }();
+  return private_key;
+}
+
+// Makes the region's signal stack the thread's, unless the thread already has one (Python's
+// faulthandler installs one on the main thread; keep it, it serves our handler as well).
+inline void adopt_sigstack(SharedStacks* s, char* lo, size_t bytes) {
+  stack_t cur;
+  s->own_sigstack = false;
+  if (sigaltstack(nullptr, &cur) != 0 || !(cur.ss_flags & SS_DISABLE)) return;
+  stack_t ss{};
+  ss.ss_sp = lo;
+  ss.ss_size = bytes;
+  s->own_sigstack = sigaltstack(&ss, nullptr) == 0;
+}
+
+inline void unmap_region(SharedStacks* s) {
+  if (s->own_sigstack) {  // the kernel must not deliver a signal onto unmapped memory
+    stack_t off{};
+    off.ss_flags = SS_DISABLE;
+    sigaltstack(&off, nullptr);
+  }
+  munmap(s->map, s->map_bytes);
+}
+
+// A new region of `count` stacks of `stack_bytes`, guards in place; null (g_region_error set) if
+// the memory or the mappings for the guards cannot be had.
+inline SharedStacks* map_region(int count, size_t stack_bytes, uint64_t generation) {
+  const size_t page = page_size();
+  const size_t guard = round_up(16 * 1024, page);  // > GCC's probe interval (4 KiB), in case of a probe-less caller
+  const size_t sigstack = round_up(64 * 1024 > SIGSTKSZ ? 64 * 1024 : SIGSTKSZ, page);
+  const size_t slot = guard + stack_bytes;
+  const size_t bytes = guard + sigstack + page + (size_t)count * slot;
+  char* map = (char*)mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+  if (map == MAP_FAILED) {
+    g_region_error = "mmap failed";
+    return nullptr;
+  }
+  SharedStacks* s = (SharedStacks*)(map + guard + sigstack);
+  *s = SharedStacks{SharedStacks::kMagic, generation, map, bytes, (char*)s + page, guard, stack_bytes, slot,
+                    count, false, nullptr, -1};
+  bool ok = mprotect(map, guard, PROT_NONE) == 0;
+  for (int i = 0; ok && i < count; ++i) ok = mprotect(s->first_slot + (size_t)i * slot, guard, PROT_NONE) == 0;
+  if (!ok) {
+    g_region_error = "mprotect of a guard page failed: too many memory mappings (each fiber stack needs 2; "
+                     "raise vm.max_map_count or use fewer OS threads, FUSER_CPU_THREADS)";
+    munmap(map, bytes);
+    return nullptr;
+  }
+  adopt_sigstack(s, map + guard, sigstack);
+  return s;
+}
+
+// The calling OS thread's region with at least `count` stacks of `stack_bytes`; null if it cannot
+// be made. A region too small for this module is replaced by one large enough for every module
+// that used it, so modules with different needs do not replace it in turn.
+inline SharedStacks* thread_stacks(int64_t key, int count, size_t stack_bytes) {
+  if (key < 0) {
+    g_region_error = "no pthread key for the stack region";
+    return nullptr;
+  }
+  SharedStacks* s = (SharedStacks*)pthread_getspecific((pthread_key_t)key);
+  if (s && s->magic != SharedStacks::kMagic) s = nullptr;  // not ours: leave it alone (ABI checks forbid this)
+  if (s && s->count >= count && s->stack_bytes >= stack_bytes) return s;
+  uint64_t generation = 1;
+  if (s) {
+    count = count > s->count ? count : s->count;
+    stack_bytes = stack_bytes > s->stack_bytes ? stack_bytes : s->stack_bytes;
+    generation = s->generation + 1;
+    pthread_setspecific((pthread_key_t)key, nullptr);  // the fault handler must never see it unmapped
+    unmap_region(s);
+  }
+  s = map_region(count, stack_bytes, generation);
+  pthread_setspecific((pthread_key_t)key, s);
+  return s;
+}
+
+// Thread exit: the first module to get here unmaps the region, the others find the key empty.
+inline void release_thread_stacks(int64_t key) {
+  if (key < 0) return;
+  SharedStacks* s = (SharedStacks*)pthread_getspecific((pthread_key_t)key);
+  if (!s || s->magic != SharedStacks::kMagic) return;
+  pthread_setspecific((pthread_key_t)key, nullptr);
+  unmap_region(s);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stack overflow: a SIGSEGV in a guard of the faulting thread's region while it runs a block
+// jumps back to the block's scheduler (run_block_fibers), which reports the overflow. Any other
+// SIGSEGV goes to the handler that was installed before ours, or gets the default action.
+// Every module installs this handler once, over the previous one: the chain is linear, and any
+// module's handler recognises any module's fibers, since regions are found through the shared key.
+// The handler only reads the thread's region (pthread_getspecific takes no lock and allocates
+// nothing) and leaves with siglongjmp, so it is async-signal-safe.
+// ---------------------------------------------------------------------------------------------
+inline void forward_segv(int sig, siginfo_t* info, void* uctx) {
+  const struct sigaction& prev = g_previous_segv;
+  if ((prev.sa_flags & SA_SIGINFO) && prev.sa_sigaction) return prev.sa_sigaction(sig, info, uctx);
+  if (!(prev.sa_flags & SA_SIGINFO) && prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN)
+    return prev.sa_handler(sig);
+  // Default action (an ignored SIGSEGV would fault forever): returning re-runs the faulting
+  // instruction, which now kills the process as if we had never been installed.
+  struct sigaction dfl{};
+  dfl.sa_handler = SIG_DFL;
+  sigaction(sig, &dfl, nullptr);
+}
+
+inline void on_segv(int sig, siginfo_t* info, void* uctx) {
+  const int64_t key = __atomic_load_n(&g_region_key, __ATOMIC_RELAXED);
+  SharedStacks* s = key >= 0 ? (SharedStacks*)pthread_getspecific((pthread_key_t)key) : nullptr;
+  if (s && s->magic == SharedStacks::kMagic && s->recover) {
+    const int i = s->guard_of((uintptr_t)info->si_addr);
+    if (i >= 0) {
+      s->overflowed = i;
+      siglongjmp(*s->recover, 1);
+    }
+  }
+  forward_segv(sig, info, uctx);
+}
+
+inline bool install_segv_handler() {
+  struct sigaction act{};
+  act.sa_sigaction = on_segv;
+  act.sa_flags = SA_SIGINFO | SA_ONSTACK;  // the overflowed stack cannot take a signal frame
+  sigemptyset(&act.sa_mask);
+  return sigaction(SIGSEGV, &act, &g_previous_segv) == 0;
 }
 
 // The fibers of one OS thread for this module, over the thread's shared stack region.
-//  * No guard pages (two VMAs per fiber would exhaust Linux's ~65k per process). Instead, after
-//    every launch, a stack whose lowest page is resident (mincore) is reported as overflowed; a
-//    real overflow writes into the next stack down and may crash before that check.
-//  * Stack tops are staggered by a few cache lines per fiber: with equal offsets every fiber's
-//    frame would map to the same L1/L2 cache sets, and switching between fibers would thrash them.
+// Stack tops are staggered by a few cache lines per fiber: with equal offsets every fiber's
+// frame would map to the same L1/L2 cache sets, and switching between fibers would thrash them.
 struct FiberPool {
   static constexpr size_t kStackBytes = FUSER_FIBER_STACK_BYTES;
   static constexpr size_t kMaxStagger = 32 * 1024;
   static_assert(kStackBytes >= 2 * kMaxStagger && kStackBytes % 4096 == 0, "bad FUSER_FIBER_STACK_BYTES");
   Fiber* fibers = nullptr;
   int capacity = 0;
-  char* stacks = nullptr;  // region the fibers' stacks were laid out in
-  unsigned char* residency = nullptr;  // mincore() output for `used` stacks
-  int used = 0;                        // fibers used since the last overflow check
-  dim3 shape{0, 0, 0};                 // block shape the thread indices were computed for
+  int64_t key = -1;                // of the region, for the thread-exit release
+  SharedStacks* region = nullptr;  // region the fibers' stacks were laid out in ...
+  uint64_t generation = 0;         // ... and its generation (a new region may reuse the address)
+  dim3 shape{0, 0, 0};             // block shape the thread indices were computed for
 
-  // Prepares n fibers for blocks of shape bd; false if out of memory.
-  bool prepare(int64_t key, int n, dim3 bd) {
-    char* region = thread_stacks(key, (size_t)n * kStackBytes);
-    if (!region) return false;
-    if (n > capacity) {
-      release();
-      fibers = (Fiber*)calloc(n, sizeof(Fiber));
-      residency = (unsigned char*)malloc((size_t)n * kStackBytes / page_size());
-      if (!fibers || !residency) return release(), false;
-      capacity = n;
-    }
-    if (region != stacks) {  // another module grew the region
-      for (int i = 0; i < capacity; ++i) {
-        fibers[i].stack_lo = region + (size_t)i * kStackBytes;
-        fibers[i].stack_size = kStackBytes - (size_t)(i * 5 % 512) * 64;
-      }
-      stacks = region;
-    }
+  // Prepares n fibers for blocks of shape bd; false (g_region_error set) if out of memory.
+  bool prepare(int64_t shared_key, int n, dim3 bd) {
+    static const bool handler_installed = install_segv_handler();
+    (void)handler_installed;
+    key = region_key(shared_key);
+    __atomic_store_n(&g_region_key, key, __ATOMIC_RELAXED);
+    SharedStacks* s = thread_stacks(key, n, kStackBytes);
+    if (!s) return false;
+    if (n > capacity && !grow(n)) return false;
+    if (s != region || s->generation != generation) lay_out(s);
     if (bd.x != shape.x || bd.y != shape.y || bd.z != shape.z) {  // indices depend on the shape only
       for (int i = 0; i < n; ++i) {
         fibers[i].index = (uint16_t)i;
@@ -402,33 +550,29 @@ struct FiberPool {
       }
       shape = bd;
     }
-    if (n > used) used = n;
     return true;
   }
-  // First fiber whose lowest stack page was touched since the last call, or -1. Its pages are
-  // released so that it is not reported again.
-  int check_overflow() {
-    int overflowed = -1;
-    const size_t pages_per_stack = kStackBytes / page_size();
-    if (used && mincore(stacks, (size_t)used * kStackBytes, residency) == 0)
-      for (int i = 0; i < used; ++i)
-        if (residency[i * pages_per_stack] & 1) {
-          if (overflowed < 0) overflowed = i;
-          madvise(fibers[i].stack_lo, kStackBytes, MADV_DONTNEED);
-        }
-    used = 0;
-    return overflowed;
-  }
-  void release() {
+  bool grow(int n) {
     free(fibers);
-    free(residency);
-    fibers = nullptr;
-    residency = nullptr;
-    stacks = nullptr;
-    capacity = used = 0;
+    fibers = (Fiber*)calloc(n, sizeof(Fiber));
+    capacity = fibers ? n : 0;
+    region = nullptr;  // lay the new fibers out
     shape = dim3(0, 0, 0);
+    if (!fibers) g_region_error = "out of memory";
+    return fibers != nullptr;
   }
-  ~FiberPool() { release(); }
+  void lay_out(SharedStacks* s) {  // capacity <= s->count: the region is never smaller than a request
+    for (int i = 0; i < capacity; ++i) {
+      fibers[i].stack_lo = s->stack_lo(i);
+      fibers[i].stack_size = s->stack_bytes - (size_t)(i * 5 % 512) * 64;
+    }
+    region = s;
+    generation = s->generation;
+  }
+  ~FiberPool() {
+    free(fibers);
+    release_thread_stacks(key);
+  }
 };
 
 static thread_local FiberPool tls_pool;
@@ -620,13 +764,48 @@ __attribute__((cold)) inline void report_deadlock(Block* b) {
            line);
 }
 
+// Runs the fibers of b until every one has returned or is blocked, or the block failed. Not
+// inlined: a stack overflow leaves it through the fault handler's siglongjmp, so nothing of
+// run_block_fibers may live in registers across it.
+__attribute__((noinline)) inline void schedule_block(Block* b) {
+  // Each pass resumes the first runnable fiber; control comes back here when a fiber blocks
+  // with no runnable fiber after it, or the block fails.
+  for (;;) {
+    Fiber* next = nullptr;
+    for (int i = 0; i < b->n && !next; ++i)
+      if (b->fibers[i].state == kRunnable) next = &b->fibers[i];
+    if (!next) break;
+    resume(b, &b->sched, next);
+    if (b->failed) break;
+  }
+}
+
+// After the fault handler jumped out of an overflowed fiber: the handler ran with SIGSEGV blocked
+// and siglongjmp (sigsetjmp(.., 0): no syscall per block) does not restore the mask, so unblock
+// it, or the next fault would kill the process.
+__attribute__((cold)) inline void report_overflow(Block* b, const SharedStacks* s) {
+  sigset_t segv;
+  sigemptyset(&segv);
+  sigaddset(&segv, SIGSEGV);
+  pthread_sigmask(SIG_UNBLOCK, &segv, nullptr);
+  const int i = s->overflowed;
+  const uint3 t = i >= 0 && i < b->n ? b->fibers[i].tid : uint3{0, 0, 0};
+  report(kStackOverflow,
+         "thread (%u,%u,%u) used all of its %zu-byte fiber stack (large local arrays or deep recursion; "
+         "raise it with the C++ flag -DFUSER_FIBER_STACK_BYTES=<bytes>, e.g. "
+         "CpuBackend(extra_flags=['-DFUSER_FIBER_STACK_BYTES=%zu']))",
+         t.x, t.y, t.z, s->stack_bytes, 4 * s->stack_bytes);
+  b->failed = true;
+}
+
 // Runs one block with a fiber per thread; false if the block failed.
 inline bool run_block_fibers(void (*body)(void*), void* body_ctx) {
   const int n = (int)(blockDim.x * blockDim.y * blockDim.z);
   if (!tls_pool.prepare(tls_launch->stack_key, n, blockDim)) {
-    report(kOutOfMemory, "cannot allocate %d fiber stacks", n);
+    report(kOutOfMemory, "cannot allocate %d fiber stacks: %s", n, g_region_error);
     return false;
   }
+  SharedStacks* const stacks = tls_pool.region;
   Block b;
   b.fibers = tls_pool.fibers;
   b.n = b.live = n;
@@ -646,16 +825,15 @@ inline bool run_block_fibers(void (*body)(void*), void* body_ctx) {
     ctx_init(&f->ctx, f->stack_lo, f->stack_size, fiber_main, f);
   }
   tls_block = &b;
-  // Each pass resumes the first runnable fiber; control comes back here when a fiber blocks
-  // with no runnable fiber after it, or the block fails.
-  for (;;) {
-    Fiber* next = nullptr;
-    for (int i = 0; i < n && !next; ++i)
-      if (b.fibers[i].state == kRunnable) next = &b.fibers[i];
-    if (!next) break;
-    resume(&b, &b.sched, next);
-    if (b.failed) break;
+  sigjmp_buf recover;
+  if (sigsetjmp(recover, 0) == 0) {
+    stacks->recover = &recover;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);  // armed before any fiber runs
+    schedule_block(&b);
+  } else {
+    report_overflow(&b, stacks);
   }
+  stacks->recover = nullptr;
   if (!b.failed && b.live > 0) {
     report_deadlock(&b);
     b.failed = true;
@@ -732,9 +910,6 @@ inline void worker_begin(LaunchState* st, const fuser_launch_config* cfg) {
                   (unsigned long long)cfg->dynamic_smem_bytes);
 }
 inline void worker_end(LaunchState* st) {
-  if (int i = tls_pool.check_overflow(); i >= 0)
-    report_launch(kStackOverflow, "thread %d used all of its %d-byte fiber stack (compile with a larger "
-                  "-DFUSER_FIBER_STACK_BYTES)", i, (int)FUSER_FIBER_STACK_BYTES);
   __atomic_fetch_add(&st->bytes_loaded, tls_counters.loaded, __ATOMIC_RELAXED);
   __atomic_fetch_add(&st->bytes_stored, tls_counters.stored, __ATOMIC_RELAXED);
   tls_launch = nullptr;

@@ -18,7 +18,7 @@ func.func @softmax(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<?x?xf32> {
   func.return %y : !fuser.tensor<?x?xf32>
 }
 // CHECK-LABEL: // kernel 0 of @softmax: inner_persistent
-// CHECK-NEXT:  // scheduler: inner_persistent, mode: inner, block: 128, iters: 8
+// CHECK-NEXT:  // scheduler: inner_persistent, block per row, block: 128, iters: 8
 // CHECK-NEXT:  extern "C" __global__ void __launch_bounds__(128) fuser_kernel_0_inner_persistent(
 // CHECK:         __shared__ float fuser_smem_f[{{[0-9]+}}];
 // CHECK:         for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -44,16 +44,16 @@ func.func @softmax(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<?x?xf32> {
 // CHECK:           fuser_st(out{{[0-9]+}}, (o0) * st{{[0-9]+}} + (r1) * st{{[0-9]+}}, t{{[0-9]+}});
 // CHECK:       FUSER_HOST_LAUNCHER(fuser_kernel_0_inner_persistent)
 //
-// C4K:         // scheduler: inner_persistent, mode: inner, block: 512, iters: 8
+// C4K:         // scheduler: inner_persistent, block per row, block: 512, iters: 8
 // C4K-NEXT:    extern "C" __global__ void __launch_bounds__(512) fuser_kernel_0_inner_persistent(
 // C4K:           float buf0[8];
-// C32K:        // scheduler: inner_persistent, mode: inner, block: 1024, iters: 32
+// C32K:        // scheduler: inner_persistent, block per row, block: 1024, iters: 32
 // C32K-NEXT:   extern "C" __global__ void __launch_bounds__(1024) fuser_kernel_0_inner_persistent(
 // C32K:          float buf0[32];
 // C32K:          for (int k = 0; k < 32; ++k) {
 // C32K:            buf0[k] = fuser_ld(
 // Rows too long for registers: max and sum of exp in one online pass, then the store pass.
-// ONLINE:      // scheduler: inner_persistent, mode: inner, block: 1024, iters: 0
+// ONLINE:      // scheduler: inner_persistent, block per row, block: 1024, iters: 0
 // ONLINE-NOT:    buf0
 // ONLINE:        for (long long rl = threadIdx.x; rl < rlen; rl += blockDim.x) {
 // ONLINE:          fuser_online_update(acc0m, acc0s, (float)v{{[0-9]+}});
@@ -104,9 +104,9 @@ func.func @layer_norm(%x: !fuser.tensor<?x?xf32>, %w: !fuser.tensor<?xf32>, %b: 
 // CHECK-NEXT:  }
 // CHECK-NEXT:  FUSER_HOST_LAUNCHER(fuser_kernel_0_inner_persistent)
 // C4K-LABEL:   // kernel 0 of @layer_norm: inner_persistent
-// C4K-NEXT:    // scheduler: inner_persistent, mode: inner, block: 512, iters: 8
+// C4K-NEXT:    // scheduler: inner_persistent, block per row, block: 512, iters: 8
 // C32K-LABEL:  // kernel 0 of @layer_norm: inner_persistent
-// C32K-NEXT:   // scheduler: inner_persistent, mode: inner, block: 1024, iters: 32
+// C32K-NEXT:   // scheduler: inner_persistent, block per row, block: 1024, iters: 32
 // C32K:          float inv0[32];
 
 // -----

@@ -18,7 +18,7 @@ func.func @chain(%x: !fuser.tensor<?xf32>) -> !fuser.tensor<?xbf16> {
   func.return %c : !fuser.tensor<?xbf16>
 }
 // CHECK-LABEL: // kernel 0 of @chain: pointwise
-// CHECK-NEXT:  // scheduler: pointwise, mode: pointwise, block: 128, iters: 0
+// CHECK-NEXT:  // scheduler: pointwise, block: 128, outer dims: [0]
 // CHECK-NEXT:  extern "C" __global__ void __launch_bounds__(128) fuser_kernel_0_pointwise(
 // CHECK:         float const* __restrict__ [[IN:in[0-9]+]],
 // CHECK:         __nv_bfloat16* __restrict__ [[OUT:out[0-9]+]],

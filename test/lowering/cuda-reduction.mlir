@@ -11,7 +11,7 @@ func.func @row_sum(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<?xf32> {
 }
 // 1024 elements a row: 128 threads x 8 elements, a compile-time trip count.
 // CHECK-LABEL: // kernel 0 of @row_sum: reduction
-// CHECK-NEXT:  // scheduler: reduction, mode: inner, block: 128, iters: 8
+// CHECK-NEXT:  // scheduler: reduction, block per row, block: 128, iters: 8
 // CHECK-NEXT:  extern "C" __global__ void __launch_bounds__(128) fuser_kernel_0_reduction(
 // CHECK:         __shared__ float fuser_smem_f[{{[0-9]+}}];
 // CHECK:         for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -26,7 +26,7 @@ func.func @row_sum(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<?xf32> {
 // CHECK-NEXT:        fuser_st(out{{[0-9]+}}, (o0) * st{{[0-9]+}}, red{{[0-9]+}});
 // Rows beyond 32 elements a thread: a dynamic strided loop, the whole block of 1024 threads.
 // LONG-LABEL:  // kernel 0 of @row_sum: reduction
-// LONG-NEXT:   // scheduler: reduction, mode: inner, block: 1024, iters: 0
+// LONG-NEXT:   // scheduler: reduction, block per row, block: 1024, iters: 0
 // LONG-NEXT:   extern "C" __global__ void __launch_bounds__(1024) fuser_kernel_0_reduction(
 // LONG:          for (long long rl = threadIdx.x; rl < rlen; rl += blockDim.x) {
 // LONG:          acc0 = fuser_block_reduce(acc0, FuserSumOp(), (float)0, fuser_smem_f);
@@ -41,7 +41,7 @@ func.func @max_min(%x: !fuser.tensor<16x1000xf16>, %i: !fuser.tensor<16x1000xi32
   func.return %m, %n : !fuser.tensor<16xbxf16>, !fuser.tensor<16xi32>
 }
 // CHECK-LABEL: // kernel 0 of @max_min: reduction
-// CHECK-NEXT:  // scheduler: reduction, mode: inner, block: 128, iters: 8
+// CHECK-NEXT:  // scheduler: reduction, block per row, block: 128, iters: 8
 // CHECK:       __shared__ float fuser_smem_f[{{[0-9]+}}];
 // CHECK-NEXT:  __shared__ long long fuser_smem_ll[{{[0-9]+}}];
 // CHECK-NEXT:  const long long rows = 16LL;
@@ -63,7 +63,7 @@ func.func @outer_sum(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<bx?xf32> {
   func.return %s : !fuser.tensor<bx?xf32>
 }
 // CHECK-LABEL: // kernel 0 of @outer_sum: reduction
-// CHECK-NEXT:  // scheduler: reduction, mode: outer, block: 128, iters: 0
+// CHECK-NEXT:  // scheduler: reduction, thread per row, block: 128, iters: 0
 // CHECK-NEXT:  extern "C" __global__ void __launch_bounds__(128) fuser_kernel_0_reduction(
 // CHECK-NOT:   __shared__
 // CHECK:       for (long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x; row < rows; row += (long long)gridDim.x * blockDim.x) {

@@ -734,3 +734,43 @@ def _repo_root() -> str:
     import os
 
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+# -- issue #11: values that do not fit, values of another definition ------------------------------
+
+
+@pytest.mark.parametrize("shape", [[2**70], [-1, 2**63]])
+def test_static_extents_beyond_64_bits_are_rejected(shape):
+    with pytest.raises(ValueError, match=r"shape\[\d\] = \d+ does not fit in 64 bits"):
+        with FusionDefinition() as fd:
+            fd.define_tensor(shape=shape)
+
+
+def test_pad_width_beyond_64_bits_is_rejected():
+    with pytest.raises(ValueError, match=r"pad width #1 = \d+ does not fit in 64 bits"):
+        with FusionDefinition() as fd:
+            x = fd.define_tensor(shape=[-1])
+            fd.add_output(fd.ops.pad(x, [0, 2**64]))
+
+
+def test_integer_scalar_input_out_of_range_names_the_input():
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1], dtype=DataType.Int)
+        n = fd.define_scalar(dtype=DataType.Int)
+        fd.add_output(fd.ops.add(x, n))
+    with pytest.raises(ValueError, match=r"input 1 \(i64\): \d+ does not fit in the input's 64-bit integer type"):
+        fd.execute([np.arange(3), 2**64], backend="reference")
+
+
+def test_tensors_of_another_definition_are_a_clear_error():
+    with FusionDefinition() as other:
+        y = other.define_tensor(shape=[-1])
+        other.add_output(y)
+    with pytest.raises(ValueError, match=r"operand #1 of fuser.binary was defined in another FusionDefinition"):
+        with FusionDefinition() as fd:
+            x = fd.define_tensor(shape=[-1])
+            fd.add_output(fd.ops.add(x, y))
+    with pytest.raises(ValueError, match=r"add_output #0 was defined in another FusionDefinition"):
+        with FusionDefinition() as fd:
+            fd.define_tensor(shape=[-1])
+            fd.add_output(y)

@@ -194,7 +194,7 @@ def test_no_miss_reason_is_computed_when_the_log_is_off(caplog, monkeypatch):
 
 
 def test_fuser_log_env_prints_misses_to_stderr(monkeypatch, capfd):
-    monkeypatch.setenv("FUSER_LOG", "dump,recompile")
+    monkeypatch.setenv("FUSER_LOG", "recompile")
     before = list(logger.handlers)
     level = logger.level
     try:

@@ -14,6 +14,9 @@ import numpy as np
 import pytest
 
 from fuser.lowering import cpu_runtime as cr
+from fuser.lowering.backends import CPU
+from fuser.lowering.backends.cpu import CpuBackend
+from fuser.lowering.runtime import with_prelude
 from fuser.lowering.errors import CompileError, FuserError, LaunchError
 
 pytestmark = pytest.mark.skipif(not cr.cpu_compiler_available(), reason="no g++ for the CPU backend")
@@ -251,12 +254,12 @@ extern "C" __global__ void no_params() {}
 FUSER_HOST_LAUNCHER(no_params)
 """
 
-SOURCE = cr.with_prelude(KERNELS)
+SOURCE = with_prelude(KERNELS)
 
 
 @pytest.fixture(scope="module")
 def mod() -> cr.CpuModule:
-    return cr.CpuModule.from_source(SOURCE)
+    return CPU.program(SOURCE)
 
 
 def blocks(n: int, block: int) -> int:
@@ -393,7 +396,7 @@ def test_barrier_in_loop_mode_is_an_error(mod):
 def test_dynamic_shared_memory(mod):
     x = np.arange(4 * 128, dtype=np.float32)
     y = np.zeros_like(x)
-    mod.launch("reverse_dyn", 4, 128, [x, y], dynamic_smem_bytes=128 * 4)
+    mod.launch("reverse_dyn", 4, 128, [x, y], shared_bytes=128 * 4)
     np.testing.assert_array_equal(y, x.reshape(4, 128)[:, ::-1].ravel())
 
 
@@ -579,7 +582,7 @@ def test_scalar_parameter_kinds(mod):
     assert mod.launch("no_params", 2, 3, []) == cr.LaunchStats(0, 0)
 
 
-STACKS = cr.with_prelude(r"""
+STACKS = with_prelude(r"""
 extern "C" __global__ void sum_1024(const float* __restrict__ x, float* __restrict__ out) {
   __shared__ float s[1024];
   int t = threadIdx.x;
@@ -606,7 +609,7 @@ FUSER_HOST_LAUNCHER(big_locals)
 def test_modules_share_fiber_stacks(mod):
     # The per-OS-thread stack region grows for the 1024-thread blocks of the second module; the
     # first module must lay its fibers out again on the new region.
-    other = cr.CpuModule.from_source(STACKS)
+    other = CPU.program(STACKS)
     rng = np.random.default_rng(13)
     x = rng.random(8 * 1024, dtype=np.float32)
     for _ in range(2):
@@ -619,7 +622,7 @@ def test_modules_share_fiber_stacks(mod):
 
 
 def test_fiber_stack_overflow_is_reported():
-    module = cr.CpuModule.from_source(STACKS)
+    module = CPU.program(STACKS)
     with pytest.raises(LaunchError, match="used all of its 131072-byte fiber stack"):
         module.launch("big_locals", 1, 64, [28000, np.zeros(64, np.float32)])
     x = np.ones(1024, np.float32)
@@ -632,7 +635,7 @@ def test_fiber_stack_overflow_is_reported():
 # Compilation, the cache, the ucontext fallback
 # ------------------------------------------------------------------------------------------------
 
-BROKEN = cr.with_prelude("""
+BROKEN = with_prelude("""
 extern "C" __global__ void broken(float* y) {
   fuser_st(y, threadIdx.x, undefined_name * 2.0f);
 }
@@ -642,7 +645,7 @@ FUSER_HOST_LAUNCHER(broken)
 
 def test_compile_error_carries_log_and_source():
     with pytest.raises(CompileError) as info:
-        cr.CpuModule.from_source(BROKEN)
+        CPU.program(BROKEN)
     err = info.value
     assert isinstance(err, FuserError)
     assert "undefined_name" in err.log and err.source == BROKEN
@@ -652,18 +655,19 @@ def test_compile_error_carries_log_and_source():
 
 def test_disk_cache_hit_skips_the_compiler(tmp_path, monkeypatch):
     monkeypatch.setenv("FUSER_CACHE_DIR", str(tmp_path))
-    source = cr.with_prelude(KERNELS.split("// Block sum")[0] + "\n// cache test\n")
-    cr.clear_memo()
+    source = with_prelude(KERNELS.split("// Block sum")[0] + "\n// cache test\n")
+    CPU.forget_programs()
     before = cr.compile_count()
-    first = cr.CpuModule.from_source(source)
+    first = CPU.program(source)
     assert cr.compile_count() == before + 1
-    assert first.path.parent == tmp_path / "cpu" and first.path.with_suffix(".cpp").read_text() == source
-    assert [p.name for p in (tmp_path / "cpu").iterdir() if "tmp" in p.name or "build-" in p.name] == []
+    (entry,) = (tmp_path / "cpu").glob("*.so")
+    assert entry.with_suffix(".so.src").read_text() == source  # for debugging cached modules
+    assert sorted(p.name.removeprefix(entry.stem) for p in (tmp_path / "cpu").iterdir()) == [".so", ".so.json", ".so.src"]
 
-    assert cr.CpuModule.from_source(source) is first  # in-process memo
-    cr.clear_memo()
+    assert CPU.program(source) is first  # in-process memo
+    CPU.forget_programs()
     start = time.perf_counter()
-    second = cr.CpuModule.from_source(source)  # fresh memo: from disk
+    second = CPU.program(source)  # fresh memo: from disk
     elapsed = time.perf_counter() - start
     assert cr.compile_count() == before + 1 and second is not first and elapsed < 0.5
     x = np.arange(10, dtype=np.float32)
@@ -673,7 +677,7 @@ def test_disk_cache_hit_skips_the_compiler(tmp_path, monkeypatch):
 
 
 def test_ucontext_fallback_runs_the_same_kernels():
-    module = cr.CpuModule.from_source(SOURCE, extra_flags=["-DFUSER_EMU_UCONTEXT"])
+    module = CpuBackend(extra_flags=["-DFUSER_EMU_UCONTEXT"]).program(SOURCE)
     x = np.random.default_rng(11).random(40 * 256, dtype=np.float32)
     out = np.zeros(40, np.float32)
     module.launch("block_sum", 40, 256, [x, out, np.int32(x.size)])
@@ -726,9 +730,9 @@ def test_performance_targets(mod, tmp_path, monkeypatch):
     xr, out = np.ones(2048 * 256, np.float32), np.zeros(2048, np.float32)
     wx, wout = np.ones(2048 * 256, np.float32), np.zeros(2 * 2048 * 8, np.float32)
     monkeypatch.setenv("FUSER_CACHE_DIR", str(tmp_path))  # a real compile, not a cache hit
-    cr.clear_memo()
+    CPU.forget_programs()
     start = time.perf_counter()
-    cr.CpuModule.from_source(cr.with_prelude(KERNELS.split("// Block sum")[0]))
+    CPU.program(with_prelude(KERNELS.split("// Block sum")[0]))
     compile_ms = 1e3 * (time.perf_counter() - start)
     timings = {
         "g++ compile, 2-kernel module": compile_ms,

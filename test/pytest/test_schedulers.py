@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from fuser import DataType, FusionDefinition
-from fuser.lowering.schedule import PERSISTENT_GRID
+from fuser.lowering.schedulers.rows import PERSISTENT_GRID
 from lowering_checks import BF16, check, compile_for_sm90, generated_not_compiled, requires_cpu_backend
 
 pytestmark = requires_cpu_backend

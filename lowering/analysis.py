@@ -1,0 +1,254 @@
+"""What a kernel reads, and with which indices: computed once per kernel plan, before any
+schedule is chosen or any C is printed. Schedulers decide from it; the renderer follows it.
+
+Each output (pointwise) or each phase (row kernels: one per reduction, then the stores) is
+walked from its iteration domain down to the global loads, mapping the typed index
+(lowering/index.py) through every op the way emission will. The walk is iterative and
+memoised per (value, index), so its cost is linear in the plan, whatever its depth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+from xdsl.ir import Operation, SSAValue
+
+from fuser_dialect import ops_compute as C
+from fuser_dialect import ops_factory as F
+from fuser_dialect import ops_gather as G
+from fuser_dialect import ops_layout as L
+from fuser_dialect import ops_resize as R
+from fuser_dialect.types import BROADCAST, TensorType
+from fuser.lowering.index import ZERO, Ix, computed, depends_only_on, loop_var, shifted, structural_key
+from fuser.lowering.kernel import DROP, FULL, KEEP, KernelPlan
+
+
+@dataclass(frozen=True)
+class Read:
+    """`operand` is read at `idx` (under a branch when `conditional`: pad and cat read their
+    input only where it lies)."""
+
+    operand: SSAValue
+    idx: tuple[Ix, ...]
+    conditional: bool = False
+
+
+def _same(op, idx):
+    return [Read(v, idx) for v in op.operands if isinstance(v.type, TensorType)]
+
+
+def _broadcast(op: L.BroadcastOp, idx):
+    new = set(op.dims.get_values())
+    return [Read(op.input, tuple(ix for d, ix in enumerate(idx) if d not in new))]
+
+
+def _broadcast_in_dim(op: L.BroadcastInDimOp, idx):
+    return [Read(op.input, tuple(idx[o] for o in op.dims.get_values()))]
+
+
+def _squeeze(op: L.SqueezeOp, idx):
+    squeezed = set(op.dims.get_values())
+    it = iter(idx)
+    return [Read(op.input, tuple(ZERO if d in squeezed else next(it) for d in range(op.input.type.rank)))]
+
+
+def _permute(op: L.PermuteOp, idx):
+    src: list[Ix] = [ZERO] * len(idx)
+    for i, p in enumerate(op.dims.get_values()):
+        src[p] = idx[i]
+    return [Read(op.input, tuple(src))]
+
+
+def _reshape(op: L.ReshapeOp, idx):
+    position = computed(idx)
+    return [Read(op.input, (position,) * op.input.type.rank)]
+
+
+def _slice(op: R.SliceOp, idx):
+    steps = op.steps.get_values()
+    return [Read(op.input, tuple(shifted(ix, ("slice", op, d, steps[d])) for d, ix in enumerate(idx)))]
+
+
+def _pad(op: R.PadOp, idx):
+    widths = op.mixed_widths
+    padded = [not (widths[2 * d] == 0 and widths[2 * d + 1] == 0) for d in range(op.input.type.rank)]
+    src = tuple(computed([ix]) if p else ix for ix, p in zip(idx, padded))
+    return [Read(op.input, src, conditional=any(padded))]
+
+
+def _cat(op: R.CatOp, idx):
+    dim = op.dim.value.data
+    reads = []
+    for k, v in enumerate(op.inputs):
+        src = list(idx)
+        src[dim] = shifted(idx[dim], ("cat", op, k))
+        reads.append(Read(v, tuple(src), conditional=True))
+    return reads
+
+
+def _lookup(op, idx, index_idx):
+    position = computed(index_idx)
+    src = list(idx)
+    src[op.axis] = position
+    return [Read(op.index, tuple(index_idx)), Read(op.input, tuple(src))]
+
+
+def _index_select(op: G.IndexSelectOp, idx):
+    return _lookup(op, idx, [idx[op.axis]] if op.index.type.rank == 1 else [])
+
+
+def _nothing(op, idx):
+    return []
+
+
+ACCESS_RULES: dict[type[Operation], Callable[[Operation, tuple[Ix, ...]], list[Read]]] = {
+    C.UnaryOp: _same,
+    C.BinaryOp: _same,
+    C.WhereOp: _same,
+    C.CastOp: _same,
+    C.ReductionOp: _nothing,  # inside its kernel a reduction result is a register
+    L.BroadcastOp: _broadcast,
+    L.BroadcastInDimOp: _broadcast_in_dim,
+    L.SqueezeOp: _squeeze,
+    L.ExpandOp: _same,
+    L.PermuteOp: _permute,
+    L.ReshapeOp: _reshape,
+    R.SliceOp: _slice,
+    R.PadOp: _pad,
+    R.CatOp: _cat,
+    G.GatherOp: lambda op, idx: _lookup(op, idx, idx),
+    G.TakeAlongAxisOp: lambda op, idx: _lookup(op, idx, idx),
+    G.IndexSelectOp: _index_select,
+    F.IotaOp: _nothing,
+    F.FullOp: _nothing,
+}
+"""Per op class: at which index each tensor operand is read for one element of the result
+(mirrors the op's emitter in lowering/emit_cuda.py)."""
+
+
+@dataclass(frozen=True)
+class Load:
+    value: SSAValue
+    idx: tuple[Ix, ...]
+    conditional: bool
+
+
+def _normalised(value: SSAValue, idx: Sequence[Ix]) -> tuple[Ix, ...]:
+    """Broadcast dims of `value` are read at 0, whatever the domain index (as emission does)."""
+    return tuple(ZERO if e == BROADCAST else ix for e, ix in zip(value.type.shape, idx))  # type: ignore[union-attr]
+
+
+def global_loads(produced: dict[SSAValue, Operation], roots: Sequence[tuple[SSAValue, Sequence[Ix]]]) -> list[Load]:
+    """The global loads reached from `roots`, in the order emission meets them (depth first,
+    operands in order), each (value, index) once."""
+    loads: list[Load] = []
+    seen: set[tuple] = set()
+    stack = [(v, _normalised(v, idx), False) for v, idx in reversed(roots)]
+    while stack:
+        value, idx, conditional = stack.pop()
+        if (value, idx, conditional) in seen:
+            continue
+        seen.add((value, idx, conditional))
+        op = produced.get(value)
+        if op is None:
+            loads.append(Load(value, idx, conditional))
+            continue
+        rule = ACCESS_RULES.get(type(op))
+        if rule is None:
+            raise NotImplementedError(f"no access rule for {op.name} (lowering/analysis.py ACCESS_RULES)")
+        reads = rule(op, idx)
+        for read in reversed(reads):
+            stack.append((read.operand, _normalised(read.operand, read.idx), conditional or read.conditional))
+    return loads
+
+
+@dataclass(frozen=True)
+class GroupAccess:
+    """What the schedule of one pointwise output group needs to know about its loads."""
+
+    invariant_prefix: int
+    """The most leading dims some global load does not depend on (a bias broadcast over rows,
+    a cos/sin table broadcast over batch and heads): those dims may loop inside a thread."""
+    vector_values: tuple[SSAValue, ...] | None
+    """Tensors loaded with the innermost loop variable as their last index and nowhere else,
+    when every load of the group is of that form or independent of it: then consecutive
+    threads read consecutive elements and VEC of them can move as one access. None: no."""
+
+
+def group_access(produced: dict[SSAValue, Operation], outputs: Sequence[SSAValue]) -> GroupAccess:
+    rank = outputs[0].type.rank  # type: ignore[union-attr]
+    domain = [loop_var(d) for d in range(rank)]
+    last = rank - 1
+    best, vector, vectorizable = 0, [], rank > 0
+    for load in global_loads(produced, [(out, domain) for out in outputs]):
+        if any(ix.local for ix in load.idx):
+            vectorizable = False  # a position computed in the kernel may hide the innermost variable
+            continue
+        used = frozenset().union(*(ix.dims for ix in load.idx))
+        prefix = min(used) if used else rank
+        best = max(best, min(prefix, rank - 1))
+        if last not in used:
+            continue
+        if load.idx[-1].exact != last or any(last in ix.dims for ix in load.idx[:-1]):
+            vectorizable = False
+        elif load.value not in vector:
+            vector.append(load.value)
+    return GroupAccess(max(best, 0), tuple(vector) if vectorizable else None)
+
+
+@dataclass(frozen=True)
+class RowAccess:
+    """Row kernels: the loads more than one phase reads, by (value, structural index). A
+    persistent schedule keeps them in registers after the first phase, so the row is read once."""
+
+    reused: frozenset[tuple[SSAValue, tuple]]
+
+
+def _row_phase_roots(plan: KernelPlan, online: dict) -> list[list[SSAValue]]:
+    merged = set(online.values())
+    phases = [[red.input] for red in plan.reductions if red not in merged]
+    phases.append([v for v in plan.outputs if plan.forms.get(v) == FULL])
+    return phases
+
+
+def row_access(plan: KernelPlan, online: dict) -> RowAccess:
+    """`online`: max/sum pairs fused into one phase (only when the row is not in registers;
+    a persistent kernel has every reduction in its own phase)."""
+    assert plan.domain is not None
+    produced = {op.results[0]: op for op in plan.ops}
+    rank = plan.domain.type.rank  # type: ignore[union-attr]
+    domain = [loop_var(d) for d in range(rank)]
+    kept = frozenset(d for d in range(rank) if d not in plan.reduced_dims)
+    reduced = frozenset(plan.reduced_dims)
+    phases_of: dict[tuple, int] = {}
+    for phase, roots in enumerate(_row_phase_roots(plan, online)):
+        for load in global_loads(produced, [(v, domain) for v in roots]):
+            if load.conditional or depends_only_on(load.idx, kept) or depends_only_on(load.idx, reduced):
+                continue  # read under a branch, once per row, or once per block: not a row buffer
+            key = structural_key(load.idx)
+            if key is None:
+                continue
+            phases_of.setdefault((load.value, key), set()).add(phase)  # type: ignore[arg-type]
+    return RowAccess(frozenset(k for k, phases in phases_of.items() if len(phases) > 1))
+
+
+class KernelAnalysis:
+    """The analysis of one plan, computed on first use and kept with the plan."""
+
+    def __init__(self, plan: KernelPlan):
+        self.plan = plan
+        self.produced = {op.results[0]: op for op in plan.ops}
+
+    @cached_property
+    def groups(self) -> tuple[GroupAccess, ...]:
+        return tuple(group_access(self.produced, outputs) for outputs in self.plan.groups)
+
+    @cached_property
+    def rows(self) -> RowAccess:
+        return row_access(self.plan, {})
+
+
+__all__ = ["ACCESS_RULES", "GroupAccess", "KernelAnalysis", "Load", "Read", "RowAccess", "global_loads",
+           "group_access", "row_access", "DROP", "FULL", "KEEP"]

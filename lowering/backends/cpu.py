@@ -1,0 +1,90 @@
+"""The "cpu" backend: generated CUDA C compiled by g++ under the emulation layer
+(lowering.cpu_runtime), run on the host with numpy buffers, every launch counting its global bytes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from fuser_dialect.inputs import to_numpy
+from fuser.lowering import cpu_runtime
+from fuser.lowering.backends.base import KernelBackend
+from fuser.lowering.disk_cache import Binary
+
+
+def empty_like_layout(shape: Sequence[int], dtype: np.dtype, order: Sequence[int] | None) -> np.ndarray:
+    """An uninitialised array of `shape` laid out in stride `order` (0 = fastest dim)."""
+    if order is None:
+        return np.empty(shape, dtype)
+    slowest_first = sorted(range(len(shape)), key=lambda d: -order[d])
+    dense = np.empty([shape[d] for d in slowest_first], dtype)
+    return dense.transpose(np.argsort(slowest_first))
+
+
+def _dense_view(a: np.ndarray) -> np.ndarray | None:
+    """`a` as a C-contiguous array over the same memory (its dims reordered by decreasing stride),
+    or None when `a` is not dense in any stride order (a strided or reversed view)."""
+    if a.flags.c_contiguous:
+        return a
+    view = a.transpose(sorted(range(a.ndim), key=lambda d: -a.strides[d]))
+    return view if view.flags.c_contiguous else None
+
+
+class HostMemory:
+    """Buffers of the cpu backend: numpy arrays."""
+
+    def adopt(self, value):
+        value = to_numpy(value)
+        # Kernels index a tensor through its element strides from one base pointer: an input
+        # dense in some stride order is used in place, any other view is copied.
+        return value if _dense_view(value) is not None else np.ascontiguousarray(value)
+
+    def pointer(self, buf):
+        """What a pointer parameter receives: the same memory as a C-contiguous array (the
+        kernel's stride parameters carry the layout; the CPU runtime checks contiguity)."""
+        view = _dense_view(buf)
+        return buf if view is None else view
+
+    def empty(self, shape, dtype, order, like):
+        return empty_like_layout(shape, dtype, order)
+
+    def element_strides(self, buf) -> tuple[int, ...]:
+        return tuple(s // buf.itemsize for s in buf.strides)
+
+    def output(self, buf):
+        return buf
+
+
+class CpuBackend(KernelBackend):
+    name = "cpu"
+    counts_bytes = True
+
+    def __init__(self, extra_flags: Sequence[str] = ()):
+        super().__init__()
+        self.extra_flags = tuple(extra_flags)
+
+    def available(self) -> tuple[bool, str]:
+        if cpu_runtime.cpu_compiler_available():
+            return True, ""
+        from fuser.lowering import settings
+
+        return False, f"no C++20 compiler: FUSER_CXX={settings.cxx()!r} cannot be run (install g++ or set FUSER_CXX)"
+
+    def compiler(self) -> cpu_runtime.CpuCompiler:
+        return cpu_runtime.CpuCompiler(self.extra_flags)
+
+    def load(self, binary: Binary, source: str) -> cpu_runtime.CpuModule:
+        try:
+            return cpu_runtime.CpuModule(binary.data, source)
+        except OSError:
+            if binary.origin != "disk":
+                raise
+        # A whole cache entry this system cannot load (e.g. built against another libc): rebuild it.
+        compiler = self.compiler()
+        fresh = compiler.build(source)
+        compiler.cache.store(compiler.key(source), fresh, source)
+        return cpu_runtime.CpuModule(fresh.data, source)
+
+    def allocator(self, inputs: Sequence[object]) -> HostMemory:
+        return HostMemory()

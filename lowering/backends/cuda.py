@@ -1,0 +1,58 @@
+"""The "cuda" backend: generated CUDA C compiled to a cubin (lowering.compile: NVRTC or nvcc) and
+launched through pycuda (lowering.gpu_runtime) on device buffers; torch CUDA tensors in place."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fuser.lowering.backends.base import KernelBackend
+from fuser.lowering.disk_cache import Binary
+
+
+class DeviceMemory:
+    """Buffers of the cuda backend: device arrays (torch CUDA tensors are used in place)."""
+
+    def __init__(self, inputs: Sequence[object]):
+        from fuser.lowering import gpu_runtime
+
+        self.gpu = gpu_runtime
+        self.like = [x for x in inputs if hasattr(x, "data_ptr")]
+
+    def adopt(self, value):
+        return self.gpu.to_device(value)
+
+    def pointer(self, buf):
+        return buf
+
+    def empty(self, shape, dtype, order, like):
+        return self.gpu.empty(shape, dtype, stride_order=order, like=self.like)
+
+    def element_strides(self, buf) -> tuple[int, ...]:
+        return tuple(buf.strides)
+
+    def output(self, buf):
+        return buf.output()
+
+
+class CudaBackend(KernelBackend):
+    name = "cuda"
+    returns_numpy = False
+    on_gpu = True
+
+    def available(self) -> tuple[bool, str]:
+        from fuser.lowering.gpu_runtime import gpu_available
+
+        return gpu_available()
+
+    def compiler(self):
+        from fuser.lowering.compile import CudaCompiler, default_arch, find_compiler
+
+        return CudaCompiler(find_compiler(), default_arch(), ())
+
+    def load(self, binary: Binary, source: str):
+        from fuser.lowering.gpu_runtime import GpuModule
+
+        return GpuModule(binary.data)
+
+    def allocator(self, inputs: Sequence[object]) -> DeviceMemory:
+        return DeviceMemory(inputs)

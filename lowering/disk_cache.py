@@ -1,0 +1,140 @@
+"""The on-disk cache of compiled kernels, shared by every backend's compiler.
+
+An entry is `<FUSER_CACHE_DIR>/<folder>/<key><suffix>` (the binary as the tools know it: a
+shared library, a cubin) and a sidecar `<key><suffix>.json` recording the key, the size and the
+sha256 of the binary (and the compiler's log). Both are written to a temporary name and renamed,
+so concurrent processes never see half an entry; a reader trusts an entry only when the sidecar
+names this key and the binary has the recorded size and digest. A truncated write, a damaged
+file or another entry's binary copied over this one is rebuilt, never handed to a loader.
+
+A cache folder that cannot be written (read-only, or under a regular file) is not an error:
+compiling goes on without storing, and one warning names FUSER_CACHE_DIR and the folder.
+
+`CachedCompiler` is the shape every compiler has: a key for a source, a build, and `compile`
+which consults the cache before building and stores what it built."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+import warnings
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+
+from fuser.lowering import settings
+
+
+@dataclass(frozen=True)
+class Binary:
+    """A compiled source: the bytes a loader takes, the compiler's log, where it came from."""
+
+    data: bytes
+    log: str = ""
+    origin: str = "compiled"  # "compiled" or "disk"
+
+
+_unwritable: set[Path] = set()
+_unwritable_lock = threading.Lock()
+
+
+def _warn_unwritable(folder: Path, error: OSError) -> None:
+    """One warning per folder and process: later stores into it are skipped quietly."""
+    with _unwritable_lock:
+        if folder in _unwritable:
+            return
+        _unwritable.add(folder)
+    warnings.warn(f"FUSER_CACHE_DIR: cannot write the kernel cache folder {folder} ({error.strerror or error}); "
+                  "compiling without the disk cache (set FUSER_CACHE_DIR to a writable folder)",
+                  RuntimeWarning, stacklevel=4)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """tmp + os.replace in `path`'s folder: readers see the old file or the new one, never half."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class DiskCache:
+    """Verified binaries under `<FUSER_CACHE_DIR>/<folder>`, named `<key><suffix>`."""
+
+    def __init__(self, folder: str, suffix: str):
+        self.folder = folder
+        self.suffix = suffix
+
+    def path(self, key: str) -> Path:
+        """Where the entry of `key` lives (FUSER_CACHE_DIR is read on every use)."""
+        return settings.cache_root() / self.folder / f"{key}{self.suffix}"
+
+    def load(self, key: str) -> Binary | None:
+        """The entry of `key` if it is whole and is this key's; None otherwise."""
+        path = self.path(key)
+        try:
+            record = json.loads(path.with_name(path.name + ".json").read_text())
+            data = path.read_bytes()
+        except (OSError, ValueError):  # missing, unreadable, or a sidecar that is not JSON
+            return None
+        if not isinstance(record, dict) or record.get("key") != key or record.get("size") != len(data):
+            return None
+        if record.get("sha256") != hashlib.sha256(data).hexdigest():
+            return None
+        return Binary(data, str(record.get("log", "")), "disk")
+
+    def store(self, key: str, binary: Binary, source: str | None = None) -> None:
+        """Writes the entry of `key` (and, for debugging, the source beside it, unverified).
+        The binary goes first: until its sidecar lands, readers treat the entry as missing."""
+        path = self.path(key)
+        if path.parent in _unwritable:
+            return
+        record = {"key": key, "size": len(binary.data), "sha256": hashlib.sha256(binary.data).hexdigest(),
+                  "log": binary.log}
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, binary.data)
+            write_atomic(path.with_name(path.name + ".json"), json.dumps(record).encode())
+            if source is not None:
+                write_atomic(path.with_name(path.name + ".src"), source.encode())
+        except OSError as e:
+            _warn_unwritable(path.parent, e)
+
+
+class CachedCompiler(ABC):
+    """source → binary. `compile` finds the binary in the disk cache by `key(source)` (everything
+    the binary depends on) or builds and stores it."""
+
+    cache: DiskCache
+
+    @abstractmethod
+    def key(self, source: str) -> str:
+        ...
+
+    @abstractmethod
+    def build(self, source: str) -> Binary:
+        """Runs the compiler; raises CompileError."""
+
+    def compile(self, source: str, key: str | None = None) -> Binary:
+        key = key or self.key(source)
+        found = self.cache.load(key)
+        if found is not None:
+            return found
+        binary = self.build(source)
+        self.cache.store(key, binary, source)
+        return binary
+
+
+def digest(*parts: str) -> str:
+    """sha256 of `parts`, kept apart by a separator no part contains."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode())
+        h.update(b"\0\1")
+    return h.hexdigest()

@@ -1,0 +1,87 @@
+"""What a scheduler unit is: the one place that knows how a kind of kernel is recognised,
+scheduled, launched and emitted.
+
+- `accepts(candidate)`: segmentation asks whether this unit can run a group of ops as one
+  kernel (a `Verdict`, with the reason when it cannot);
+- `choose(plan, shapes, arrays, output_layout)`: the schedule for one call's run-time
+  extents (and input arrays by fusion argument, whose strides and alignment may matter;
+  None when there are none, e.g. printing a kernel); a schedule is a frozen value, part of
+  the compiled-kernel cache key, with a `block` size and a one-line `describe()`;
+- `grid(plan, schedule, extents)`: the launch grid, or None when there is nothing to do;
+- `emit(plan, schedule)`: the kernel body (`KernelBody`), a pure function of its arguments.
+
+Decisions read the kernel analysis (`plan.analysis`, lowering/analysis.py), never C text.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from xdsl.ir import Operation, SSAValue
+
+from fuser_dialect import ops_compute as C
+from fuser.lowering.emit_cuda import Param
+from fuser.lowering.kernel import KernelPlan
+from fuser.lowering.symbolic import SymbolicExtents
+
+MAX_GRID = 65535
+"""The largest grid dimension every launch respects (gridDim.y and .z limit; x is kept under it too)."""
+
+
+@dataclass
+class Verdict:
+    ok: bool
+    reason: str = ""
+    scheduler: str = ""
+    domain: SSAValue | None = None
+    reduced_dims: tuple[int, ...] = ()
+    forms: dict[SSAValue, str] = field(default_factory=dict)
+
+
+class Candidate:
+    """Ops that segmentation considers running as one kernel, with the values they must write.
+    Facts several units need (the row analysis) are computed once per candidate."""
+
+    def __init__(self, ops: Sequence[Operation], outputs: Sequence[SSAValue], sym: SymbolicExtents):
+        self.ops = ops
+        self.outputs = outputs
+        self.sym = sym
+        self.facts: dict[str, object] = {}
+
+    @cached_property
+    def reductions(self) -> list[C.ReductionOp]:
+        return [op for op in self.ops if isinstance(op, C.ReductionOp)]
+
+
+@dataclass(frozen=True)
+class KernelBody:
+    """The C lines of a kernel body, its shared-memory declarations and parameters."""
+
+    lines: list[str]
+    shared: list[str]
+    params: tuple[Param, ...]
+    needs_sync: bool
+    """Uses barriers or warp shuffles (the cpu backend then runs threads as fibers)."""
+
+
+class SchedulerUnit(ABC):
+    name: str
+
+    @abstractmethod
+    def accepts(self, candidate: Candidate) -> Verdict: ...
+
+    @abstractmethod
+    def choose(self, plan: KernelPlan, shapes: Sequence[tuple[int, ...]], arrays: dict | None,
+               output_layout: dict): ...
+
+    @abstractmethod
+    def grid(self, plan: KernelPlan, schedule, extents) -> tuple[int, int, int] | None: ...
+
+    @abstractmethod
+    def emit(self, plan: KernelPlan, schedule) -> KernelBody: ...
+
+    def __str__(self) -> str:
+        return self.name

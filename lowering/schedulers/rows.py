@@ -1,0 +1,394 @@
+"""Row kernels, shared by the `reduction` and `inner_persistent` units: every reduction of the
+kernel reduces the same dims R of tensors of one domain D, and every other value is
+*row-consistent* — FULL (shaped like D), KEEP (D with R broadcast) or DROP (D without R) — so
+that whoever owns one row of D can compute all of them.
+
+Schedule (`RowSchedule`, chosen from the run-time extents):
+- the innermost dim is reduced: one block per row; threads stride over the row (coalesced)
+  and combine with warp shuffles + shared memory. Rows up to `MAX_PERSISTENT_ITERS` elements
+  per thread are *persistent*: each thread keeps the loads that several phases share in
+  registers (`iters` is a compile-time trip count; which loads, the kernel analysis says),
+  so a normalization reads its input once; such kernels loop over rows with `PERSISTENT_GRID`
+  blocks, keeping row-invariant loads (weights) in registers across rows. Longer rows fuse
+  `max` and `sum(exp(x - max))` into one online pass; other phases re-read the row.
+- the innermost dim is kept: one thread per row, a serial loop over the reduced elements.
+
+Kernel shape: for each row: one phase per reduction (a loop over the row + a block
+reduction), then a loop storing the FULL outputs, then thread 0 stores the row outputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from xdsl.ir import Operation, SSAValue
+
+from fuser_dialect import ops_compute as C
+from fuser_dialect import ops_gather as G
+from fuser_dialect import ops_layout as L
+from fuser_dialect.types import TensorType
+from fuser.lowering import cuda_exprs as X
+from fuser.lowering.emit_cuda import KernelEmitter, PhaseLoop
+from fuser.lowering.index import ZERO, Ix
+from fuser.lowering.kernel import DROP, FULL, KEEP, KernelPlan
+from fuser.lowering.schedulers.base import MAX_GRID, Candidate, KernelBody, SchedulerUnit, Verdict
+from fuser.lowering.symbolic import B, SymbolicExtents
+
+MAX_PERSISTENT_ITERS = 32
+PERSISTENT_GRID = 132
+"""Blocks of a persistent row kernel: one per SM of an H100, each looping over rows, so
+row-invariant loads (weights, biases) are read once per block, not once per row."""
+_ELEMENTWISE = (C.UnaryOp, C.CastOp, C.BinaryOp, C.WhereOp)
+
+
+@dataclass(frozen=True)
+class RowSchedule:
+    block: int
+    block_per_row: bool
+    """True: a block reduces each row (innermost dim reduced); False: a thread does."""
+    iters: int = 0
+    """Block per row: elements per thread held in registers (0: the row does not fit)."""
+
+    def describe(self) -> str:
+        per_row = "block" if self.block_per_row else "thread"
+        return f"{per_row} per row, block: {self.block}, iters: {self.iters}"
+
+
+# -- segmentation: is a group of ops a row kernel? ----------------------------------
+
+
+def _dims(shape) -> str:
+    return "[" + ", ".join(str(s) for s in shape) + "]"
+
+
+def shape_form(sym: SymbolicExtents, v: SSAValue, domain: tuple, reduced: set[int]) -> str | None:
+    s = sym.shape(v)
+    if len(s) == len(domain) and all(a == b or a == B for a, b in zip(s, domain)):
+        return KEEP if all(s[d] == B for d in reduced) else FULL
+    kept = [e for d, e in enumerate(domain) if d not in reduced]
+    if len(s) == len(kept) and all(a == b or a == B for a, b in zip(s, kept)):
+        return DROP
+    return None
+
+
+@dataclass
+class RowVerdict:
+    verdict: Verdict
+    normalization: bool = False
+    """A reduction result flows back onto FULL rows (softmax, layer-norm)."""
+
+
+def row_verdict(candidate: Candidate) -> RowVerdict:
+    """The row analysis of a candidate (computed once, shared by the row units)."""
+    found = candidate.facts.get("rows")
+    if found is None:
+        found = candidate.facts["rows"] = _classify_rows(candidate)
+    return found  # type: ignore[return-value]
+
+
+def _classify_rows(candidate: Candidate) -> RowVerdict:
+    sym, reductions = candidate.sym, candidate.reductions
+    if not reductions:
+        return RowVerdict(Verdict(False, "no reduction"))
+    reduced = reductions[0].reduced_dims
+    ref = min((r.input for r in reductions), key=lambda v: sym.shape(v).count(B))
+    domain = sym.shape(ref)
+    rset = set(reduced)
+    for r in reductions:
+        if r.reduced_dims != reduced:
+            return RowVerdict(Verdict(False, f"reductions over different dims {_dims(reduced)} and {_dims(r.reduced_dims)}"))
+        if shape_form(sym, r.input, domain, rset) is None:
+            return RowVerdict(Verdict(False, f"reduction inputs have different domains {_dims(domain)} and {_dims(sym.shape(r.input))}"))
+        shape = sym.shape(r.input)
+        if any(shape[d] == B and domain[d] != B for d in reduced):
+            # Its rows are shorter than the kernel's: one loop cannot reduce both.
+            return RowVerdict(Verdict(False, f"reduction input {_dims(shape)} is broadcast in a reduced dim of {_dims(domain)}"))
+    forms: dict[SSAValue, str] = {}
+
+    def form_of(v: SSAValue) -> str | None:
+        return forms.get(v) or (shape_form(sym, v, domain, rset) if isinstance(v.type, TensorType) else None)
+
+    for op in candidate.ops:
+        if isinstance(op, C.ReductionOp):
+            if form_of(op.input) not in (FULL, KEEP):
+                return RowVerdict(Verdict(False, f"{op.name} input is not shaped like the reduction domain"))
+            forms[op.result] = KEEP if op.keepdim is not None else DROP
+            continue
+        if not any(v in forms for v in op.operands):
+            continue
+        form = _tainted_form(sym, op, form_of, rset, forms, domain)
+        if form is None or form.startswith("!"):
+            return RowVerdict(Verdict(False, form[1:] if form else f"{op.name} remaps the indices of a reduction result"))
+        forms[op.results[0]] = form
+    # Only values that depend on a reduction are in `forms` here.
+    normalization = any(f == FULL for f in forms.values())
+    for v in candidate.outputs:
+        if v not in forms:
+            form = shape_form(sym, v, domain, rset)
+            if form is None:
+                return RowVerdict(Verdict(False, f"output {_dims(sym.shape(v))} is not shaped like the reduction domain {_dims(domain)}"))
+            forms[v] = form
+    return RowVerdict(Verdict(True, domain=ref, reduced_dims=tuple(reduced), forms=forms), normalization)
+
+
+def _tainted_form(sym, op: Operation, form_of, rset: set[int], forms: dict, domain: tuple) -> str | None:
+    """The form of a value computed from a reduction result, None when no row can compute it,
+    or "!why" with a more precise reason."""
+    if isinstance(op, _ELEMENTWISE):
+        operand_forms = [form_of(v) for v in op.operands if isinstance(v.type, TensorType)]
+        if None in operand_forms:
+            return f"!{op.name} combines a reduction result with a value of another domain"
+        if DROP in operand_forms:
+            return DROP if set(operand_forms) == {DROP} else f"!{op.name} mixes reduced and unreduced ranks"
+        return FULL if FULL in operand_forms else KEEP
+    if isinstance(op, L.BroadcastOp):
+        ok = form_of(op.input) == DROP and set(op.dims.get_values()) == rset
+        return KEEP if ok else None
+    if isinstance(op, L.SqueezeOp):
+        ok = form_of(op.input) == KEEP and set(op.dims.get_values()) == rset
+        return DROP if ok else None
+    if isinstance(op, L.ExpandOp):
+        # Only an expand back onto the rows of the domain keeps the kernel's indexing.
+        expanded = shape_form(sym, op.result, domain, rset)
+        return expanded if form_of(op.input) in (FULL, KEEP) and expanded in (FULL, KEEP) else None
+    if isinstance(op, (G.TakeAlongAxisOp, G.GatherOp)):
+        ok = (form_of(op.input) == FULL and op.index not in forms
+              and form_of(op.index) == KEEP and rset == {op.axis})
+        return KEEP if ok else None
+    return None
+
+
+# -- the shared unit ------------------------------------------------------------------
+
+
+def _round_up(x: int, m: int) -> int:
+    return (x + m - 1) // m * m
+
+
+class RowScheduler(SchedulerUnit):
+    """What the row units share: acceptance, schedule, grid and emission. They differ in
+    which row kernels they take: with or without a result flowing back onto full rows."""
+
+    normalization: bool
+    refusal: str
+
+    def accepts(self, candidate: Candidate) -> Verdict:
+        rows = row_verdict(candidate)
+        if not rows.verdict.ok:
+            return rows.verdict
+        if rows.normalization != self.normalization:
+            return Verdict(False, self.refusal)
+        return dataclasses.replace(rows.verdict, scheduler=self.name)
+
+    def choose(self, plan: KernelPlan, shapes: Sequence[tuple[int, ...]], arrays: dict | None,
+               output_layout: dict) -> RowSchedule:
+        domain_shape = shapes[0]
+        reduced = set(plan.reduced_dims)
+        rank = len(domain_shape)
+        if rank and (rank - 1) not in reduced:
+            return RowSchedule(128, block_per_row=False)
+        row_len = math.prod(domain_shape[d] for d in reduced)
+        threads = min(1024, max(32, _round_up(math.ceil(row_len / 8), 32)))
+        iters = math.ceil(row_len / threads) if row_len else 1
+        return RowSchedule(threads, True, iters if iters <= MAX_PERSISTENT_ITERS else 0)
+
+    def grid(self, plan: KernelPlan, schedule: RowSchedule, extents) -> tuple[int, int, int] | None:
+        assert plan.domain is not None
+        domain = extents.shape(plan.domain)
+        rows = math.prod(e for d, e in enumerate(domain) if d not in plan.reduced_dims)
+        if rows == 0:
+            return None
+        if schedule.block_per_row:
+            return min(rows, PERSISTENT_GRID if schedule.iters else MAX_GRID), 1, 1
+        return max(1, min(math.ceil(rows / schedule.block), MAX_GRID)), 1, 1
+
+    def emit(self, plan: KernelPlan, schedule: RowSchedule) -> KernelBody:
+        reused = plan.analysis.rows.reused if schedule.iters else frozenset()
+        em = KernelEmitter(plan, schedule, reused)
+        kernel = _RowKernel(em)
+        kernel.emit()
+        shared = [f"  __shared__ {t} {_SMEM_NAME[t]}[64];" for t in sorted(kernel.smem_types)]
+        return KernelBody(em.text(), shared, tuple(em.params.values()), em.needs_sync)
+
+
+# -- emission --------------------------------------------------------------------------
+
+_SMEM_NAME = {"float": "fuser_smem_f", "double": "fuser_smem_d", "long long": "fuser_smem_ll", "int": "fuser_smem_i"}
+_FUNCTOR = {C.ReductionKind.SUM: "FuserSumOp", C.ReductionKind.PROD: "FuserProdOp",
+            C.ReductionKind.MAX: "FuserMaxOp", C.ReductionKind.MIN: "FuserMinOp"}
+
+
+def _accumulator_type(dtype: str) -> str:
+    return "long long" if dtype in ("i32", "i64", "i1") else X.COMPUTE_TYPE[dtype]
+
+
+class _RowKernel:
+    """Emits a row kernel: rows of the domain, phases, then the stores."""
+
+    def __init__(self, em: KernelEmitter):
+        self.em = em
+        plan = em.plan
+        assert plan.domain is not None
+        self.domain = plan.domain
+        self.rank = self.domain.type.rank
+        self.reduced = list(plan.reduced_dims)
+        self.kept = [d for d in range(self.rank) if d not in self.reduced]
+        self.block_per_row = em.schedule.block_per_row
+        self.persistent = self.block_per_row and em.schedule.iters > 0
+        self.smem_types: set[str] = set()
+        self.r: dict[int, Ix] = {}
+
+    def full_idx(self, o: dict[int, Ix]) -> list[Ix]:
+        return [o[d] if d in o else self.r[d] for d in range(self.rank)]
+
+    def open_loop(self, phase: int) -> None:
+        em = self.em
+        if self.persistent:
+            em.line("#pragma unroll")
+            em.open(f"for (int k = 0; k < {em.schedule.iters}; ++k)")
+            em.line("const long long rl = threadIdx.x + (long long)k * blockDim.x;")
+            em.open("if (rl < rlen)")
+            em.s.loop = PhaseLoop(phase, "k", frozenset(self.reduced))
+        elif self.block_per_row:
+            em.open("for (long long rl = threadIdx.x; rl < rlen; rl += blockDim.x)")
+        else:
+            em.open("for (long long rl = 0; rl < rlen; ++rl)")
+        self.r = em.unravel(self.domain, self.reduced, "rl", "r")
+
+    def close_loop(self) -> None:
+        em = self.em
+        em.s.loop = None
+        em.close()
+        if self.persistent:
+            em.close()
+
+    def emit(self) -> None:
+        em, plan = self.em, self.em.plan
+        em.line(f"const long long rows = {em.numel(self.domain, self.kept)};")
+        em.line(f"const long long rlen = {em.numel(self.domain, self.reduced)};")
+        if self.persistent:
+            em.invariant_section = em.section()  # weights kept across the rows of a block
+        if self.block_per_row:
+            em.open("for (long long row = blockIdx.x; row < rows; row += gridDim.x)")
+        else:
+            em.open("for (long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x; row < rows; "
+                    "row += (long long)gridDim.x * blockDim.x)")
+        o = em.unravel(self.domain, self.kept, "row", "o")
+        if self.persistent:
+            em.buffer_section = em.section()  # the row's loads that later phases read again
+        # Loads that depend on the row alone (a label, a per-row scale) are read once per row.
+        em.hoist_here(allowed=set(self.kept), warp_broadcast=self.block_per_row)
+        online = online_softmax_pairs(plan.reductions) if not self.persistent else {}
+        merged = set(online.values())
+        for phase, red in enumerate(plan.reductions):
+            if red in online:
+                self.online_phase(phase, red, online[red], o)
+            elif red not in merged:
+                self.phase(phase, red, o)
+        full = [v for v in plan.outputs if plan.forms.get(v) == FULL]
+        if full:
+            self.open_loop(len(plan.reductions))
+            for v in full:
+                em.store(v, self.full_idx(o))
+            self.close_loop()
+        self.store_row_outputs(o)
+        em.hoist = None
+        if em.invariant:
+            em.line("fuser_first_row = false;")
+            assert em.invariant_section is not None
+            em.invariant_section.line("bool fuser_first_row = true;")
+        em.close()
+
+    def store_row_outputs(self, o: dict[int, Ix]) -> None:
+        em, plan = self.em, self.em.plan
+        rows = [v for v in plan.outputs if plan.forms.get(v) in (KEEP, DROP)]
+        if self.block_per_row:
+            em.hoist = None  # thread 0 alone stores the row outputs: nothing to share
+        if not rows:
+            return
+        if self.block_per_row:
+            em.open("if (threadIdx.x == 0)")
+        for v in rows:
+            if plan.forms[v] == KEEP:
+                em.store(v, [o.get(d, ZERO) for d in range(self.rank)])
+            else:
+                em.store(v, [o[d] for d in self.kept])
+        if self.block_per_row:
+            em.close()
+
+    def phase(self, phase: int, red: C.ReductionOp, o: dict[int, Ix]) -> None:
+        em = self.em
+        src = red.input.type.dtype
+        acc_t = _accumulator_type(src)
+        identity = X.reduction_identity(red.op_kind, src if acc_t != "long long" else "i64")
+        acc = f"acc{phase}"
+        em.line(f"{acc_t} {acc} = {identity};")
+        self.reduce_row(phase, red.input, o, acc_t,
+                        lambda x: f"{acc} = {X.reduction_combine(red.op_kind)}({acc}, ({acc_t}){x});",
+                        f"{acc} = fuser_block_reduce({acc}, {_FUNCTOR[red.op_kind]}(), {identity}, {_SMEM_NAME[acc_t]});")
+        self.result_register(red, acc)
+
+    def reduce_row(self, phase: int, root: SSAValue, o: dict[int, Ix], acc_t: str,
+                   accumulate: Callable[[str], str], block_combine: str) -> None:
+        """One phase: every thread folds its elements of `root` into its accumulators, then
+        (a block per row) the block combines them through shared memory."""
+        em = self.em
+        self.open_loop(phase)
+        em.line(accumulate(em.emit(root, self.full_idx(o))))
+        self.close_loop()
+        if self.block_per_row:
+            self.smem_types.add(acc_t)
+            em.line(block_combine)
+            em.needs_sync = True
+
+    def result_register(self, red: C.ReductionOp, acc: str) -> None:
+        """The reduction's value for the rest of the row, rounded to its dtype."""
+        dst = red.result.type.dtype
+        result_t = X.COMPUTE_TYPE[dst]
+        self.em.red_regs[red.result] = self.em.tmp(result_t, X.round_expr(f"({result_t}){acc}", dst), "red")
+
+    def online_phase(self, phase: int, red_max: C.ReductionOp, red_sum: C.ReductionOp, o: dict[int, Ix]) -> None:
+        """max(x) and sum(exp(x - max)) in ONE pass over the row (online normaliser): the running
+        sum is rescaled whenever the running max grows. Used when the row does not fit in
+        registers, so that log-sum-exp (cross-entropy) still reads its input once."""
+        em = self.em
+        t = _accumulator_type(red_max.input.type.dtype)
+        m, s = f"acc{phase}m", f"acc{phase}s"
+        em.line(f"{t} {m} = ({t})-INFINITY;")
+        em.line(f"{t} {s} = ({t})0;")
+        self.reduce_row(phase, red_max.input, o, t, lambda x: f"fuser_online_update({m}, {s}, ({t}){x});",
+                        f"fuser_block_reduce_online({m}, {s}, {_SMEM_NAME[t]});")
+        self.result_register(red_max, m)
+        self.result_register(red_sum, s)
+
+
+def _is_max_result(value, red_max: C.ReductionOp) -> bool:
+    """`value` is red_max's result, either kept (keepdim) or broadcast back over the reduced dims."""
+    if value is red_max.result:
+        return red_max.keepdim is not None
+    op = value.owner
+    return (isinstance(op, L.BroadcastOp) and op.input is red_max.result and red_max.keepdim is None
+            and tuple(op.dims.get_values()) == red_max.reduced_dims)
+
+
+def online_softmax_pairs(reductions: list[C.ReductionOp]) -> dict[C.ReductionOp, C.ReductionOp]:
+    """max reductions M paired with a later sum S of exp(M.input - M) over the same dims."""
+    pairs = {}
+    for m in reductions:
+        if m.op_kind != C.ReductionKind.MAX or m.input.type.dtype not in ("f32", "f64", "f16", "bf16"):
+            continue
+        for s in reductions:
+            if s.op_kind != C.ReductionKind.SUM or s in pairs.values() or s.reduced_dims != m.reduced_dims:
+                continue
+            exp = s.input.owner
+            if not (isinstance(exp, C.UnaryOp) and exp.op_kind == C.UnaryKind.EXP):
+                continue
+            sub = exp.input.owner
+            if (isinstance(sub, C.BinaryOp) and sub.op_kind == C.BinaryKind.SUB and sub.lhs is m.input
+                    and _is_max_result(sub.rhs, m) and exp.result.type.dtype == m.input.type.dtype):
+                pairs[m] = s
+                break
+    return pairs

@@ -1,0 +1,89 @@
+"""Every environment variable the lowering reads, read and checked here and nowhere else.
+
+Each is read when it is used (not at import), so a test or a long-running process may change
+it. A bad value raises `SettingError` naming the variable, its value and what it accepts.
+(`FUSER_DISABLE` belongs to `passes.concretize`, which may not import the lowering.)
+
+| variable | accepts | default |
+| --- | --- | --- |
+| FUSER_CACHE_DIR | a folder (created on demand) for compiled kernels | ~/.cache/fuser |
+| FUSER_CXX | the C++20 compiler of the cpu backend (name on PATH or path) | g++ |
+| FUSER_CPU_THREADS | OS threads a cpu launch uses: an integer >= 0, 0 = one per core | 0 |
+| FUSER_CACHE_SIZE | fusions an executor keeps compiled: an integer >= 1 | 100 |
+| FUSER_LOG | comma-separated log channels: recompile | none |
+| CUDA_HOME, CUDA_PATH | CUDA toolkit folders searched for nvcc and headers | /usr/local/cuda |
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+from fuser.lowering.errors import FuserError
+
+LOG_CHANNELS = ("recompile",)
+DEFAULT_CACHE_SIZE = 100
+"""As nvFuser's FusionExecutorCache."""
+
+
+class SettingError(FuserError, ValueError):
+    """An environment variable has a value fuser cannot use."""
+
+
+def _text(name: str) -> str | None:
+    """The variable's value, None when unset or blank (blank means "use the default" only
+    where the variable names a path or program; numbers must be spelled out)."""
+    value = os.environ.get(name)
+    return value if value is not None and value.strip() else None
+
+
+def _integer(name: str, default: int, minimum: int, meaning: str) -> int:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    try:
+        number = int(value.strip())
+    except ValueError:
+        number = None
+    if number is None or number < minimum:
+        raise SettingError(f"{name}={value!r}: expected {meaning}")
+    return number
+
+
+def cache_root() -> Path:
+    """FUSER_CACHE_DIR: where compiled kernels are kept (per backend in a subfolder)."""
+    return Path(_text("FUSER_CACHE_DIR") or Path.home() / ".cache" / "fuser")
+
+
+def cxx() -> str:
+    """FUSER_CXX: the C++ compiler of the cpu backend."""
+    return _text("FUSER_CXX") or "g++"
+
+
+def cpu_threads() -> int:
+    """FUSER_CPU_THREADS: OS threads per cpu launch; 0 = one per core."""
+    return _integer("FUSER_CPU_THREADS", 0, 0, "an integer >= 0 (OS threads per cpu launch; 0 = one per core)")
+
+
+def cache_size() -> int:
+    """FUSER_CACHE_SIZE: compiled fusions an executor keeps (LRU)."""
+    return _integer("FUSER_CACHE_SIZE", DEFAULT_CACHE_SIZE, 1, "a positive integer (fusions kept per executor)")
+
+
+def log_channels() -> frozenset[str]:
+    """FUSER_LOG: the log channels to print to stderr. An unknown channel is ignored with a
+    warning, not an error: a log switch should never stop a run."""
+    value = os.environ.get("FUSER_LOG", "")
+    channels = frozenset(c.strip() for c in value.split(",") if c.strip())
+    unknown = channels - set(LOG_CHANNELS)
+    if unknown:
+        warnings.warn(f"FUSER_LOG={value!r}: unknown channel(s) {', '.join(sorted(unknown))} ignored; "
+                      f"accepted: {', '.join(LOG_CHANNELS)} (comma-separated)", stacklevel=2)
+    return channels & set(LOG_CHANNELS)
+
+
+def cuda_homes() -> list[str]:
+    """CUDA toolkit folders: $CUDA_HOME, $CUDA_PATH, /usr/local/cuda (those that exist)."""
+    homes = [_text(v) for v in ("CUDA_HOME", "CUDA_PATH")] + ["/usr/local/cuda"]
+    return [h for h in dict.fromkeys(homes) if h and os.path.isdir(h)]

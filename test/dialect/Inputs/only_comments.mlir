@@ -1,0 +1,3 @@
+// Only comments: an empty module, as in mlir-opt.
+
+// (nothing else)

@@ -1,0 +1,98 @@
+"""lowering.settings: every environment variable is checked where it is read, and a bad value
+names the variable and what it accepts; backend=None says when and why it falls back."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from fuser.lowering import cpu_runtime as cr
+from fuser.lowering import settings
+from fuser.lowering.backends import CPU, CUDA, REFERENCE, default_backend, get_backend
+from fuser.lowering.cache import FusionCache
+from fuser.lowering.errors import FuserError
+from fuser.lowering.runtime import with_prelude
+
+
+@pytest.mark.parametrize("value", ["", "abc", "-1", "2.5"])
+def test_bad_cpu_threads_names_the_variable(monkeypatch, value):
+    monkeypatch.setenv("FUSER_CPU_THREADS", value)
+    with pytest.raises(settings.SettingError, match=rf"FUSER_CPU_THREADS={value!r}: expected an integer >= 0"):
+        settings.cpu_threads()
+
+
+@pytest.mark.skipif(not cr.cpu_compiler_available(), reason="no g++ for the CPU backend")
+def test_bad_cpu_threads_at_launch_is_a_clear_error(monkeypatch):
+    program = CPU.program(with_prelude('extern "C" __global__ void nop() {}\nFUSER_HOST_LAUNCHER(nop)\n'))
+    monkeypatch.setenv("FUSER_CPU_THREADS", "abc")
+    with pytest.raises(ValueError, match="FUSER_CPU_THREADS='abc'") as info:
+        program.launch("nop", 1, 1, [])
+    assert "invalid literal" not in str(info.value)
+    monkeypatch.setenv("FUSER_CPU_THREADS", " 2 ")
+    assert program.launch("nop", 4, 8, []) == cr.LaunchStats(0, 0)
+
+
+def test_cache_size(monkeypatch):
+    monkeypatch.setenv("FUSER_CACHE_SIZE", "")
+    with pytest.raises(settings.SettingError, match="FUSER_CACHE_SIZE='': expected a positive integer"):
+        FusionCache()
+    monkeypatch.setenv("FUSER_CACHE_SIZE", "0")
+    with pytest.raises(settings.SettingError, match="FUSER_CACHE_SIZE='0'"):
+        settings.cache_size()
+    monkeypatch.delenv("FUSER_CACHE_SIZE")
+    assert settings.cache_size() == settings.DEFAULT_CACHE_SIZE
+
+
+def test_unknown_log_channel_is_ignored_with_a_warning(monkeypatch):
+    monkeypatch.setenv("FUSER_LOG", "dump, recompile")
+    with pytest.warns(UserWarning, match=r"FUSER_LOG='dump, recompile': unknown channel\(s\) dump ignored; "
+                                         r"accepted: recompile"):
+        assert settings.log_channels() == {"recompile"}
+
+
+def test_paths_and_programs_default_when_blank(monkeypatch, tmp_path):
+    monkeypatch.setenv("FUSER_CACHE_DIR", "")
+    monkeypatch.setenv("FUSER_CXX", " ")
+    assert settings.cache_root().parts[-2:] == (".cache", "fuser") and settings.cxx() == "g++"
+    monkeypatch.setenv("FUSER_CACHE_DIR", str(tmp_path))
+    assert settings.cache_root() == tmp_path
+
+
+@pytest.fixture
+def no_gpu_and_fresh_default(monkeypatch):
+    monkeypatch.setattr(CUDA, "available", lambda: (False, "no GPU (test)"))
+    default_backend.cache_clear()
+    yield
+    default_backend.cache_clear()
+
+
+def test_missing_cxx_makes_backend_none_warn_and_fall_back(monkeypatch, no_gpu_and_fresh_default):
+    monkeypatch.setenv("FUSER_CXX", "/nonexistent/g++-missing")
+    with pytest.warns(RuntimeWarning, match=r"backend=None falls back to 'reference'.*FUSER_CXX='/nonexistent/g\+\+-missing'"):
+        assert get_backend(None) is REFERENCE
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per process
+        assert get_backend(None) is REFERENCE
+    with pytest.raises(FuserError, match="FUSER_CXX='/nonexistent/g\\+\\+-missing' not found"):
+        CPU.program(with_prelude("// anything\n"))
+
+
+@pytest.mark.skipif(not cr.cpu_compiler_available(), reason="no g++ for the CPU backend")
+def test_usable_cpu_is_chosen_quietly_without_gpu(no_gpu_and_fresh_default):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert get_backend(None) is CPU
+
+
+def test_fallback_still_runs_the_fusion(monkeypatch, no_gpu_and_fresh_default):
+    from fuser import DataType, FusionDefinition
+
+    monkeypatch.setenv("FUSER_CXX", "/nonexistent/c++")
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1], dtype=DataType.Float)
+        fd.add_output(fd.ops.neg(x))
+    with pytest.warns(RuntimeWarning, match="falls back"):
+        (out,) = fd.execute([np.ones(3, np.float32)])
+    np.testing.assert_array_equal(out, -np.ones(3, np.float32))
