@@ -22,7 +22,7 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.printer import Printer
 
 from fuser_dialect.fusion import HINT_ORDER, REQUIRED_ORDER, verify_fusion
-from fuser_dialect.types import BROADCAST, DYNAMIC, DataType, TensorType, dtype_name
+from fuser_dialect.types import BROADCAST, DYNAMIC, INT64_MAX, DataType, TensorType, dtype_name
 
 
 class Scalar:
@@ -106,11 +106,6 @@ class Tensor:
     def __le__(self, o): return self.fd.ops.le(self, o)
     def __gt__(self, o): return self.fd.ops.gt(self, o)
     def __ge__(self, o): return self.fd.ops.ge(self, o)
-
-
-INT64_MAX = 2**63 - 1
-"""Extents, widths and offsets are 64-bit signed in kernels: a larger static value would be
-emitted as an overflowing literal."""
 
 
 def static_int(value: object, what: str) -> int:

@@ -35,6 +35,11 @@ class InterpreterError(ExtentError):
     range). Extent errors raised before interpreting are `ExtentError`, its base class."""
 
 
+class IndexOutOfRange(InterpreterError, IndexError):
+    """A gather-family index outside its extent: an IndexError on every backend (the cpu and
+    cuda backends raise IndexError for the same inputs before launching)."""
+
+
 Value = np.ndarray | np.generic
 
 
@@ -342,7 +347,7 @@ def _cat(op: R.CatOp, args: list[Value]) -> Value:
 def _check_index_range(op: Operation, index: np.ndarray, extent: int) -> None:
     if index.size and (index.min() < 0 or index.max() >= extent):
         bad = index[(index < 0) | (index >= extent)].flat[0]
-        raise InterpreterError(f"{op.name}: index {bad} is out of range for extent {extent} along dim {op.axis}")
+        raise IndexOutOfRange(f"{op.name}: index {bad} is out of range for extent {extent} along dim {op.axis}")
 
 
 def _gather(op: G.GatherOp, args: list[Value]) -> Value:

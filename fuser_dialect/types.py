@@ -231,6 +231,9 @@ class TensorType(ParametrizedAttribute, TypeAttribute):
             DYNAMIC if d == "?" else BROADCAST if d == "b" else int(d)
             for d in dims_text.split("x")[:-1]
         )
+        too_large = next((d for d in dims if d > INT64_MAX), None)
+        if too_large is not None:
+            parser.raise_error(f"extent {too_large} does not fit in 64 bits (extents must be < 2**63)", start, parser.pos)
         order: tuple[int, ...] = ()
         if order_text is not None:
             order = tuple(int(v) for v in order_text.replace(",", " ").split())
@@ -245,6 +248,9 @@ class TensorType(ParametrizedAttribute, TypeAttribute):
             _PARSED_BODIES[body] = params
         return params
 
+
+INT64_MAX = 2**63 - 1
+"""Kernels index with 64-bit signed arithmetic: a larger static extent cannot be emitted."""
 
 _PARSED_BODIES: dict[str, tuple[Attribute, IntTupleAttr, IntTupleAttr]] = {}
 """Type body text -> parsed parameters (attributes are immutable, so they can be shared)."""

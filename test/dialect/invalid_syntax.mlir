@@ -91,3 +91,11 @@ func.func @builtin_tensor_operand(%x: tensor<?xf32>) {
 // CHECK: invalid_syntax.mlir:[[# @LINE - 3]]:3
 // CHECK-NEXT: %r = fuser.unary exp %x : tensor<?xf32> -> !fuser.tensor<?xf32>
 // CHECK: tensor<?xf32> should be of base attribute fuser.tensor
+
+// -----
+
+// An extent that does not fit in 64 bits cannot be emitted into a kernel.
+func.func @huge(%x: !fuser.tensor<99999999999999999999xf32>) -> !fuser.tensor<99999999999999999999xf32> {
+  func.return %x : !fuser.tensor<99999999999999999999xf32>
+}
+// CHECK: extent 99999999999999999999 does not fit in 64 bits (extents must be < 2**63)

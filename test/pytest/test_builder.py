@@ -774,3 +774,14 @@ def test_tensors_of_another_definition_are_a_clear_error():
         with FusionDefinition() as fd:
             fd.define_tensor(shape=[-1])
             fd.add_output(y)
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_out_of_range_index_is_an_index_error_on_every_backend(backend):
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1])
+        i = fd.define_tensor(shape=[-1, 1], dtype=DataType.Int)
+        fd.add_output(fd.ops.take_along_axis(x, i, 1))
+    x = np.zeros((3, 4), np.float32)
+    with pytest.raises(IndexError, match="out of range"):
+        fd.execute([x, np.array([[0], [4], [1]])], backend=backend)
