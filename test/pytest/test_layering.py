@@ -1,0 +1,46 @@
+"""The import layering of the packages (DESIGN.md): data flows one way, and nothing below the
+public package imports upward. Checked on the source (lazy imports inside functions count)."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+FORBIDDEN = {
+    "fuser_dialect": ("fuser",),  # the IR imports neither the compiler nor the public package
+    "passes": ("fuser.lowering", "fuser.execution", "fuser.tools", "fuser.benchmarks"),
+    "lowering": ("fuser.execution", "fuser.tools", "fuser.benchmarks"),
+}
+
+
+def _imported_modules(path: pathlib.Path) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+    return names
+
+
+def _sources():
+    for folder in FORBIDDEN:
+        yield from sorted((ROOT / folder).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", list(_sources()), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_upward_imports(path):
+    folder = path.relative_to(ROOT).parts[0]
+    for module in _imported_modules(path):
+        for banned in FORBIDDEN[folder]:
+            assert not (module == banned or module.startswith(banned + ".")), f"{path.relative_to(ROOT)} imports {module}"
+
+
+def test_the_check_sees_lazy_imports(tmp_path):
+    lazy = tmp_path / "lazy.py"
+    lazy.write_text("def f():\n    from fuser.lowering.executor import FusionExecutor\n")
+    assert "fuser.lowering.executor" in _imported_modules(lazy)
