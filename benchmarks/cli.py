@@ -6,6 +6,10 @@ Without a flag: --full where a GPU is usable, else --quick.
 --full   the issue's shapes; backend cuda (needs a GPU and pycuda): adds CUDA-event kernel times,
          achieved bandwidth vs a device-to-device copy, torch eager and torch.compile. Bytes are
          still counted by the cpu backend, at the full row length with fewer rows.
+Both modes add the memcheck overhead (FUSER_MEMCHECK=1 vs 0) of two cases on the cpu backend.
+
+Results are appended to ./benchmarks-out/results.{md,json} (untracked); --save appends to the
+tracked benchmarks/results.{md,json} instead, --update-readme also rewrites the README section.
 
 Never part of the test run. Entry point for a console script: `benchmarks.cli:main`.
 """
@@ -46,7 +50,11 @@ def parse_args(argv):
     p.add_argument("--budget", type=float, default=None,
                    help="seconds: start no new case after this (GPU sessions with a time limit); "
                    "the cases left are listed")
-    p.add_argument("--no-save", action="store_true", help="do not append to benchmarks/results.{md,json}")
+    p.add_argument("--no-memcheck", action="store_true", help="skip the memcheck overhead (cpu backend)")
+    save = p.add_mutually_exclusive_group()
+    save.add_argument("--save", action="store_true",
+                      help="append to the tracked benchmarks/results.{md,json} (default: ./benchmarks-out/, untracked)")
+    save.add_argument("--no-save", action="store_true", help="write no results file at all")
     p.add_argument("--update-readme", action="store_true",
                    help="replace the README's <!-- fuser-bench:BACKEND:begin/end --> section with this run")
     p.add_argument("--keep-cache", action="store_true", help="keep the temporary FUSER_CACHE_DIR folders")
@@ -141,6 +149,29 @@ class Harness:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
+def memcheck_overheads(spec: str) -> list[dict]:
+    """The memcheck overhead of the MEMCHECK_CASES that --cases selects (cpu-sized shapes)."""
+    chosen = [c for c in select(all_cases("quick"), spec) if c.key in measure.MEMCHECK_CASES]
+    records = []
+    for case in chosen:
+        records.append(measure.memcheck_overhead(case))
+        log(f"memcheck overhead {case.label}: {records[-1]}")
+    return records
+
+
+def save_results(run: dict, markdown: str, args) -> None:
+    """The tracked benchmarks/results.{md,json} only with --save; else an untracked folder."""
+    if args.no_save:
+        return
+    if args.save:
+        md, js = report.RESULTS_MD, report.RESULTS_JSON
+    else:
+        out = report.default_out_dir()
+        md, js = out / "results.md", out / "results.json"
+    report.append_results(run, markdown, md, js)
+    log(f"appended to {md} and {js}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     start = time.perf_counter()
@@ -199,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
             run["rows"].append(row)
             status = "; ".join(row["errors"]) or "ok"
             log(f"[{i + 1}/{len(cases)}] {case.label}: {row['wall_s']:.1f} s, {status}")
+        if not args.no_memcheck and "not_run" not in run and CPU.available()[0]:
+            harness.use_cache(harness.shared_cache)
+            run["memcheck"] = memcheck_overheads(args.cases)
     finally:
         harness.close()
     run["wall_s"] = time.perf_counter() - start
@@ -208,9 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         pass
     markdown = report.render_markdown(run)
     print(markdown)
-    if not args.no_save:
-        report.append_results(run, markdown)
-        log(f"appended to {report.RESULTS_MD} and {report.RESULTS_JSON}")
+    save_results(run, markdown, args)
     if args.update_readme:
         log(report.update_readme(markdown, backend.name))
     log(f"total {run['wall_s']:.0f} s")

@@ -31,10 +31,14 @@ How each figure is obtained
   work, not launch cost), so the empty kernel is launched as one block of one thread: the
   emulation's fixed dispatch cost, not a GPU's launch cost. The tiny fusion x + y on [8] f32
   gives the headline figure, with its real kernel too.
+- memcheck overhead (`memcheck_overhead`): the median warm `execute` of a case on the cpu backend
+  with FUSER_MEMCHECK=0 and =1, each on a fresh definition (an executor keeps the modules it
+  compiled, so the setting must hold from the first call).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -267,6 +271,49 @@ def host_overhead(fd, inputs, backend: str | Backend, empty: EmptyKernel, calls:
     med = statistics.median
     return {"calls": calls, "kernels": len(fd.last_kernels()), "with_empty_kernels_us": med(walls) / 1e3,
             "in_launch_us": med(launches) / 1e3, "host_us": med(hosts) / 1e3}
+
+
+MEMCHECK_CASES = ("softmax:f32:64x8192", "bcast_chain:f32:256x4096")
+"""Cases whose memcheck overhead a cpu run reports: a row reduction and a pointwise chain."""
+
+
+@contextlib.contextmanager
+def env(name: str, value: str):
+    """`name`=value for the block, then as before."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
+def warm_execute_ms(case: Case, backend: str | Backend, reps: int) -> float:
+    """Median ms of `reps` cached `execute` calls of a fresh definition of `case`."""
+    fd = case.build()
+    inputs = case.inputs()
+    fd.execute(inputs, backend=backend)  # compiles (or loads) under the current settings
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fd.execute(inputs, backend=backend)
+        times.append(time.perf_counter() - t0)
+    return 1e3 * statistics.median(times)
+
+
+def memcheck_overhead(case: Case, reps: int = 15) -> dict:
+    """Warm execute time of `case` on the cpu backend without and with FUSER_MEMCHECK=1."""
+    record: dict = {"case": case.label}
+    try:
+        for key, value in (("off_ms", "0"), ("on_ms", "1")):
+            with env("FUSER_MEMCHECK", value):
+                record[key] = warm_execute_ms(case, "cpu", reps)
+    except Exception as e:
+        record["error"] = error_text(e)
+    return record
 
 
 def tiny_fusion_overhead(backend: str | Backend, empty: EmptyKernel, calls: int, array_fn=None, sync=None) -> dict:

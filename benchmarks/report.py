@@ -189,6 +189,8 @@ def render_markdown(run: dict) -> str:
                    f"{tiny['empty_launch_us']:.1f} µs).")
     elif tiny:
         out.append(f"Host overhead: failed ({tiny['error']}).")
+    if run.get("memcheck"):
+        out.append(memcheck_line(run["memcheck"]))
     if run.get("copy"):
         c = run["copy"]
         out.append(f"Device-to-device copy of {c['bytes'] >> 20} MiB: {c['gbps']:.0f} GB/s (read + write).")
@@ -202,19 +204,38 @@ def render_markdown(run: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def append_results(run: dict, markdown: str) -> None:
-    with open(RESULTS_MD, "a") as f:
+def memcheck_line(records: list[dict]) -> str:
+    """One sentence: warm execute times without and with FUSER_MEMCHECK=1."""
+    parts = []
+    for r in records:
+        if "error" in r:
+            parts.append(f"{r['case']}: failed ({r['error']})")
+        else:
+            parts.append(f"{r['case']} {r['off_ms']:.2f} → {r['on_ms']:.2f} ms (×{r['on_ms'] / r['off_ms']:.2f})")
+    return ("Memcheck overhead (`FUSER_MEMCHECK=1`: every global access bounds-checked; cpu backend, median of "
+            f"warm `execute` calls, off → on): {'; '.join(parts)}.")
+
+
+def default_out_dir() -> Path:
+    """Where a run's results go unless --save: untracked (.gitignore), so a run leaves the checkout clean."""
+    return Path.cwd() / "benchmarks-out"
+
+
+def append_results(run: dict, markdown: str, results_md: Path = RESULTS_MD, results_json: Path = RESULTS_JSON) -> None:
+    """Appends the run to results_md (one markdown section per run) and results_json (a list of runs)."""
+    results_md.parent.mkdir(parents=True, exist_ok=True)
+    with open(results_md, "a") as f:
         if f.tell() == 0:
             f.write("# fuser benchmark results\n\nAppended by `python -m benchmarks` (one section per run).\n\n")
         f.write(markdown + "\n")
     runs = []
-    if RESULTS_JSON.exists():
+    if results_json.exists():
         try:
-            runs = json.loads(RESULTS_JSON.read_text())
+            runs = json.loads(results_json.read_text())
         except json.JSONDecodeError:
             runs = []
     runs.append(run)
-    RESULTS_JSON.write_text(json.dumps(runs, indent=1, default=str) + "\n")
+    results_json.write_text(json.dumps(runs, indent=1, default=str) + "\n")
 
 
 PLACEHOLDER = "<!-- BENCHMARK TABLE -->"

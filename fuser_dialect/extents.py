@@ -34,7 +34,6 @@ the input's dims (so a batch dim stays `?` even when the batch is 1).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -43,12 +42,8 @@ from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import IntegerAttr, IntegerType
 from xdsl.ir import Operation, SSAValue
 
-from fuser_dialect import ops_compute as C
-from fuser_dialect import ops_factory as F
-from fuser_dialect import ops_gather as G
-from fuser_dialect import ops_layout as L
-from fuser_dialect import ops_resize as R
 from fuser_dialect.inputs import check_shape
+from fuser_dialect.op_table import extent_planner
 from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType
 
 Scalar = int | float | bool
@@ -209,10 +204,15 @@ class RuntimeExtents:
         return ConcretizationInfo(False, tuple([r.decision._replace(extents=None) for r in self.resizes]), gathers)  # type: ignore[union-attr]
 
 
-# --- static facts about resize ops --------------------------------------------------------
+# --- the plan ---------------------------------------------------------------------------
 
 
-def _constant(v: int | SSAValue) -> int | None:
+# A step runs on the value slots: S (shapes), B (broadcast flags), V (scalar values) and the
+# list of resize facts found so far.
+Step = Callable[[list, list, list, list], None]
+
+
+def constant_value(v: int | SSAValue) -> int | None:
     """The value of a static entry or of an SSA `arith.constant` (concretize folds `fuser.dim`
     of static dims into constants: they must read as the static entries they are)."""
     if not isinstance(v, SSAValue):
@@ -223,64 +223,16 @@ def _constant(v: int | SSAValue) -> int | None:
     return None
 
 
-def _is_zero(v: int | SSAValue) -> bool:
-    return _constant(v) == 0
-
-
-def pad_resized_dims(op: R.PadOp) -> tuple[int, ...]:
-    """The dims a pad statically changes: widths other than the constant (0, 0)."""
-    w = op.mixed_widths
-    return tuple(d for d in range(len(w) // 2) if not (_is_zero(w[2 * d]) and _is_zero(w[2 * d + 1])))
-
-
-def _is_whole_stop(op: R.SliceOp, t: TensorType, d: int, stop: int | SSAValue) -> bool:
-    if isinstance(stop, SSAValue) and isinstance(stop.owner, F.DimOp):
-        return stop.owner.input is op.input and stop.owner.axis == d
-    value = _constant(stop)
-    if value is None:
-        return False
-    extent = t.static_extent(d)
-    return value >= TO_THE_END or (extent is not None and value >= extent)
-
-
-def slice_resized_dims(op: R.SliceOp) -> tuple[int, ...]:
-    """The dims a slice statically changes (see the module docstring)."""
-    t = op.input.type
-    assert isinstance(t, TensorType)
-    bounds = op.mixed_bounds
-    return tuple(
-        d for d, step in enumerate(op.steps.get_values())
-        if not (step == 1 and _is_zero(bounds[2 * d]) and _is_whole_stop(op, t, d, bounds[2 * d + 1]))
-    )
-
-
-def resized_dims(op: Operation) -> tuple[int, ...]:
-    if isinstance(op, R.PadOp):
-        return pad_resized_dims(op)
-    if isinstance(op, R.SliceOp):
-        return slice_resized_dims(op)
-    if isinstance(op, R.CatOp):
-        return (op.dim.value.data,)
-    return ()
-
-
-# --- the plan ---------------------------------------------------------------------------
-
-# A step runs on the value slots: S (shapes), B (broadcast flags), V (scalar values) and the
-# list of resize facts found so far.
-Step = Callable[[list, list, list, list], None]
-
-
-def _describe(value: SSAValue) -> str:
+def describe(value: SSAValue) -> str:
     t = value.type
     return t.describe() if isinstance(t, TensorType) else str(t)
 
 
-def _type_flags(t: TensorType) -> Flags:
+def type_flags(t: TensorType) -> Flags:
     return tuple(d == BROADCAST for d in t.shape)
 
 
-def _missing(op: Operation, what: str) -> ExtentError:
+def missing_value(op: Operation, what: str) -> ExtentError:
     return ExtentError(
         f"{op.name}: {what} depends on a scalar input that was given no value; its run-time "
         "value is needed to compute extents"
@@ -302,23 +254,21 @@ class ExtentPlan:
                               is_bool, isinstance(t, IntegerType) and not is_bool))
         # Per input: (rank, [(dim, required extent)] for non-`?` dims, broadcast flags).
         self.arg_checks = [
-            (t.rank, [(d, 1 if e == BROADCAST else e) for d, e in enumerate(t.shape) if e != DYNAMIC], _type_flags(t))
+            (t.rank, [(d, 1 if e == BROADCAST else e) for d, e in enumerate(t.shape) if e != DYNAMIC], type_flags(t))
             if t is not None else (0, [], ())
             for _, t, _, _ in self.args
         ]
         self.steps: list[Step] = []
         self.outputs: list[tuple[int, bool]] = []
-        self.gathers: list[tuple[int, int, int]] = []  # (input slot, index slot, dim) per gather
+        self.gathers: list[tuple[int, int, int]] = []  # (input slot, index slot, dim) per gather (its planner adds it)
         for op in block.ops:
             if isinstance(op, func.ReturnOp):
                 self.outputs = [(self.slot[v], isinstance(v.type, TensorType)) for v in op.arguments]
                 break
-            planner = _PLANNERS.get(type(op))
+            planner = extent_planner(op)
             if planner is None:
                 raise ExtentError(f"{op.name}: no extent rule for this op (evaluate_extents cannot run the fusion)")
             step = planner(op, self)
-            if isinstance(op, G.GatherOp):
-                self.gathers.append((self.slot[op.input], self.slot[op.index], op.axis))
             result = op.results[0].type if op.results else None
             if isinstance(result, TensorType) and BROADCAST in result.shape:
                 step = _declared_broadcast(op, self.result_slot(op), step)
@@ -336,7 +286,7 @@ class ExtentPlan:
         return len(self.slot)
 
     def _arg_label(self, i: int) -> str:
-        return f"input {i} ({_describe(self.fusion.body.block.args[i])})"
+        return f"input {i} ({describe(self.fusion.body.block.args[i])})"
 
     def evaluate(self, input_shapes: Sequence[Sequence[int] | None],
                  scalar_values: Sequence[Scalar | None]) -> RuntimeExtents:
@@ -411,7 +361,7 @@ def runtime_arguments(
     return shapes, scalars
 
 
-# --- planners: one per op type, each returning the op's step ------------------------------
+# --- helpers of the ops' planners (registered next to each op) ------------------------------
 
 
 def _declared_broadcast(op: Operation, out: int, step: Step) -> Step:
@@ -444,7 +394,8 @@ def _declared_broadcast(op: Operation, out: int, step: Step) -> Step:
     return wrapped
 
 
-def _plan_same(op: Operation, plan: ExtentPlan) -> Step:
+def plan_same_shape(op: Operation, plan: ExtentPlan) -> Step:
+    """The planner of an op whose result has its first operand's shape and broadcast flags."""
     x, out = plan.slot[op.operands[0]], plan.result_slot(op)
 
     def step(S, B, V, R):
@@ -453,122 +404,7 @@ def _plan_same(op: Operation, plan: ExtentPlan) -> Step:
     return step
 
 
-def _plan_elementwise(op: Operation, plan: ExtentPlan) -> Step:
-    tensors = [plan.slot[v] for v in op.operands if isinstance(v.type, TensorType)]
-    out = plan.result_slot(op)
-    if len(tensors) == 1:
-        x = tensors[0]
-
-        def unary_step(S, B, V, R):
-            S[out], B[out] = S[x], B[x]
-
-        return unary_step
-    first, rest = tensors[0], tensors[1:]
-
-    def step(S, B, V, R):
-        shape, flags = S[first], B[first]
-        for t in rest:
-            s, f = S[t], B[t]
-            if s == shape and f == flags:
-                continue
-            shape, flags = _join(op, shape, flags, s, f, S, tensors)
-        S[out], B[out] = shape, flags
-
-    return step
-
-
-def _join(op: Operation, shape: Shape, flags: Flags, s: Shape, f: Flags, S: list, tensors: list[int]) -> tuple[Shape, Flags]:
-    """Elementwise join: non-broadcast extents must agree; a broadcast dim takes the other's."""
-    new_shape, new_flags = list(shape), list(flags)
-    for d in range(len(s)):
-        if f[d]:
-            continue
-        if new_flags[d]:
-            new_shape[d], new_flags[d] = s[d], False
-        elif new_shape[d] != s[d]:
-            operands = [v for v in op.operands if isinstance(v.type, TensorType)]
-            shown = ", ".join(f"{_describe(v)} = {list(S[t])}" for v, t in zip(operands, tensors))
-            raise ExtentError(
-                f"{_op_title(op)}: dim {d} has extents {new_shape[d]} and {s[d]} at run time, which "
-                f"neither match nor broadcast (operands {shown})"
-            )
-    return tuple(new_shape), tuple(new_flags)
-
-
-def _op_title(op: Operation) -> str:
-    kind = getattr(op, "op_kind", None)
-    return f"{op.name} {kind}" if kind is not None else op.name
-
-
-def _plan_reduction(op: C.ReductionOp, plan: ExtentPlan) -> Step:
-    x, out = plan.slot[op.input], plan.result_slot(op)
-    dims = set(op.reduced_dims)
-    keep = op.keepdim is not None
-
-    def step(S, B, V, R):
-        shape, flags = S[x], B[x]
-        if keep:
-            S[out] = tuple(1 if d in dims else e for d, e in enumerate(shape))
-            B[out] = tuple(True if d in dims else b for d, b in enumerate(flags))
-        else:
-            S[out] = tuple(e for d, e in enumerate(shape) if d not in dims)
-            B[out] = tuple(b for d, b in enumerate(flags) if d not in dims)
-
-    return step
-
-
-def _plan_broadcast(op: L.BroadcastOp, plan: ExtentPlan) -> Step:
-    x, out = plan.slot[op.input], plan.result_slot(op)
-    new = tuple(op.is_broadcast_dim)
-
-    def step(S, B, V, R):
-        shape, flags = iter(S[x]), iter(B[x])
-        S[out] = tuple(1 if b else next(shape) for b in new)
-        B[out] = tuple(True if b else next(flags) for b in new)
-
-    return step
-
-
-def _plan_broadcast_in_dim(op: L.BroadcastInDimOp, plan: ExtentPlan) -> Step:
-    x, out = plan.slot[op.input], plan.result_slot(op)
-    rank, mapped = op.out_type.rank, tuple(op.dims.get_values())
-
-    def step(S, B, V, R):
-        shape, flags = [1] * rank, [True] * rank
-        for i, o in enumerate(mapped):
-            shape[o], flags[o] = S[x][i], B[x][i]
-        S[out], B[out] = tuple(shape), tuple(flags)
-
-    return step
-
-
-def _plan_squeeze(op: L.SqueezeOp, plan: ExtentPlan) -> Step:
-    x, out = plan.slot[op.input], plan.result_slot(op)
-    dims = tuple(op.dims.get_values())
-
-    def step(S, B, V, R):
-        shape, flags = S[x], B[x]
-        for d in dims:
-            if shape[d] != 1:
-                raise ExtentError(f"{op.name}: dim {d} has extent {shape[d]} at run time, not 1")
-        S[out] = tuple(e for d, e in enumerate(shape) if d not in dims)
-        B[out] = tuple(b for d, b in enumerate(flags) if d not in dims)
-
-    return step
-
-
-def _plan_permute(op: L.PermuteOp, plan: ExtentPlan) -> Step:
-    x, out = plan.slot[op.input], plan.result_slot(op)
-    perm = tuple(op.dims.get_values())
-
-    def step(S, B, V, R):
-        shape, flags = S[x], B[x]
-        S[out], B[out] = tuple(shape[p] for p in perm), tuple(flags[p] for p in perm)
-
-    return step
-
-
-def _declared(op: Operation, plan: ExtentPlan, extents: Sequence[SSAValue]) -> Callable[[list], Shape]:
+def declared_shape(op: Operation, plan: ExtentPlan, extents: Sequence[SSAValue]) -> Callable[[list], Shape]:
     """Result shape of an op with a declared result type, one extent operand per `?` dim."""
     t = op.results[0].type
     assert isinstance(t, TensorType)
@@ -585,7 +421,7 @@ def _declared(op: Operation, plan: ExtentPlan, extents: Sequence[SSAValue]) -> C
             if s is None:
                 s = V[slot]
                 if s is None:
-                    raise _missing(op, f"the extent of result dim {d}")
+                    raise missing_value(op, f"the extent of result dim {d}")
                 if s < 0:
                     raise ExtentError(f"{op.name}: result dim {d} has negative extent {s} at run time")
             out.append(int(s))
@@ -594,371 +430,25 @@ def _declared(op: Operation, plan: ExtentPlan, extents: Sequence[SSAValue]) -> C
     return shape
 
 
-def _plan_expand(op: L.ExpandOp, plan: ExtentPlan) -> Step:
-    x, out = plan.slot[op.input], plan.result_slot(op)
-    shape_of, flags = _declared(op, plan, op.extents), _type_flags(op.out_type)
-
-    def step(S, B, V, R):
-        shape = shape_of(V)
-        for d, (a, b) in enumerate(zip(S[x], shape)):
-            # As the reference interpreter: an extent-1 dim may expand even when not typed `b`.
-            if a != b and a != 1:
-                raise ExtentError(f"{op.name}: dim {d} of extent {a} cannot expand to {b} at run time")
-        S[out], B[out] = shape, flags
-
-    return step
-
-
-def _plan_reshape(op: L.ReshapeOp, plan: ExtentPlan) -> Step:
-    x, out = plan.slot[op.input], plan.result_slot(op)
-    shape_of, flags = _declared(op, plan, op.extents), _type_flags(op.out_type)
-
-    def step(S, B, V, R):
-        shape = shape_of(V)
-        if math.prod(S[x]) != math.prod(shape):
-            raise ExtentError(
-                f"{op.name}: cannot reshape {list(S[x])} ({math.prod(S[x])} elements) to "
-                f"{list(shape)} ({math.prod(shape)} elements) at run time"
-            )
-        S[out], B[out] = shape, flags
-
-    return step
-
-
-def _plan_full(op: F.FullOp, plan: ExtentPlan) -> Step:
-    out = plan.result_slot(op)
-    t = op.result.type
-    assert isinstance(t, TensorType)
-    shape_of, flags = _declared(op, plan, op.extents), _type_flags(t)
-
-    def step(S, B, V, R):
-        S[out], B[out] = shape_of(V), flags
-
-    return step
-
-
-def _plan_iota(op: F.IotaOp, plan: ExtentPlan) -> Step:
-    length, out = plan.slot[op.length], plan.result_slot(op)
-    t = op.result.type
-    assert isinstance(t, TensorType)
-    declared, flags = t.shape[0], _type_flags(t)
-
-    def step(S, B, V, R):
-        n = V[length]
-        if n is None:
-            raise _missing(op, "the iota length")
-        n = int(n)
-        if n < 0:
-            raise ExtentError(f"{op.name}: length {n} is negative at run time")
-        if declared not in (DYNAMIC, n) and not (declared == BROADCAST and n == 1):
-            raise ExtentError(f"{op.name}: length {n} at run time differs from the result type {t.describe()}")
-        S[out], B[out] = (n,), flags
-
-    return step
-
-
-def _plan_dim(op: F.DimOp, plan: ExtentPlan) -> Step:
-    x, out, axis = plan.slot[op.input], plan.result_slot(op), op.axis
-
-    def step(S, B, V, R):
-        V[out] = S[x][axis]
-
-    return step
-
-
-# --- resize ops ------------------------------------------------------------------------------
-
-
-def _mixed_slots(plan: ExtentPlan, values: Sequence[int | SSAValue]) -> tuple[list[int], list[tuple[int, int]]]:
+def mixed_slots(plan: ExtentPlan, values: Sequence[int | SSAValue]) -> tuple[list[int], list[tuple[int, int]]]:
     """(the static entries with 0 for SSA ones, [(position, slot)] of the SSA ones)."""
     template = [0 if isinstance(v, SSAValue) else v for v in values]
     return template, [(k, plan.slot[v]) for k, v in enumerate(values) if isinstance(v, SSAValue)]
 
 
-def _resolve(op: Operation, parts: tuple[list[int], list[tuple[int, int]]], V: list,
+def resolve_mixed(op: Operation, parts: tuple[list[int], list[tuple[int, int]]], V: list,
              what: Callable[[int], str]) -> list[int]:
     template, dynamic = parts
     values = list(template)
     for k, slot in dynamic:
         v = V[slot]
         if v is None:
-            raise _missing(op, what(k))
+            raise missing_value(op, what(k))
         values[k] = int(v)
     return values
 
 
-def _plan_pad(op: R.PadOp, plan: ExtentPlan) -> Step:
-    x, out = plan.slot[op.input], plan.result_slot(op)
-    parts = _mixed_slots(plan, op.mixed_widths)
-    resized, name = pad_resized_dims(op), op.name
-
-    def what(k: int) -> str:
-        return f"the {'left' if k % 2 == 0 else 'right'} pad width of dim {k // 2}"
-
-    def step(S, B, V, R):
-        shape = S[x]
-        widths = _resolve(op, parts, V, what)
-        shape_out, flags = list(shape), list(B[x])
-        for d in resized:
-            e, left, right = shape[d], widths[2 * d], widths[2 * d + 1]
-            # out[i] = x[i - left] where in range, else the pad value (a crop on one side may
-            # eat into the other side's padding): only a negative result extent is invalid.
-            if e + left + right < 0:
-                raise ExtentError(
-                    f"{op.name}: dim {d} of extent {e} padded by ({left}, {right}) at run time has "
-                    f"negative extent {e + left + right}"
-                )
-            shape_out[d] = e + left + right
-            flags[d] = shape_out[d] == 1
-        S[out], B[out] = tuple(shape_out), tuple(flags)
-        decision = ResizeDecision(len(R), name, resized, tuple([flags[d] for d in resized]),
-                                  tuple([(shape[d], widths[2 * d], widths[2 * d + 1]) for d in resized]))
-        R.append(ResizeFacts(len(R), name, resized, (shape,), S[out], B[out], widths=tuple(widths), op=op,
-                             decision=decision))
-
-    return step
-
-
-def _plan_slice(op: R.SliceOp, plan: ExtentPlan) -> Step:
-    x, out = plan.slot[op.input], plan.result_slot(op)
-    parts = _mixed_slots(plan, op.mixed_bounds)
-    steps = tuple(op.steps.get_values())
-    resized, name = slice_resized_dims(op), op.name
-    resized_set = frozenset(resized)
-
-    def what(k: int) -> str:
-        return f"the {'start' if k % 2 == 0 else 'stop'} of dim {k // 2}"
-
-    def step(S, B, V, R):
-        shape = S[x]
-        raw = _resolve(op, parts, V, what)
-        bounds, shape_out = [], list(shape)
-        for d, st in enumerate(steps):
-            e = shape[d]
-            if d not in resized_set:  # statically the whole dim
-                bounds += (0, e)
-                continue
-            start, stop = raw[2 * d], raw[2 * d + 1]
-            # torch semantics (shape_rules.normalize_slice_bound), inlined: this runs per execute.
-            start = (0 if start < -e else start + e) if start < 0 else (start if start < e else e)
-            stop = (0 if stop < -e else stop + e) if stop < 0 else (stop if stop < e else e)
-            if stop < start:
-                stop = start
-            bounds += (start, stop)
-            shape_out[d] = (stop - start + st - 1) // st
-        flags = list(B[x])
-        for d in resized:
-            flags[d] = shape_out[d] == 1
-        S[out], B[out] = tuple(shape_out), tuple(flags)
-        decision = ResizeDecision(len(R), name, resized, tuple([flags[d] for d in resized]),
-                                  tuple([(shape[d], bounds[2 * d], bounds[2 * d + 1]) for d in resized]))
-        R.append(ResizeFacts(len(R), name, resized, (shape,), S[out], B[out],
-                             bounds=tuple(bounds), steps=steps, op=op, decision=decision))
-
-    return step
-
-
-def _plan_cat(op: R.CatOp, plan: ExtentPlan) -> Step:
-    inputs = [plan.slot[v] for v in op.inputs]
-    out, dim, name = plan.result_slot(op), op.dim.value.data, op.name
-    resized = (dim,)
-    others = [d for d in range(op.inputs[0].type.rank) if d != dim]
-
-    def step(S, B, V, R):
-        shapes = tuple([S[i] for i in inputs])
-        first = shapes[0]
-        for k in range(1, len(shapes)):
-            s = shapes[k]
-            for d in others:
-                if s[d] != first[d]:
-                    raise ExtentError(
-                        f"{op.name}: input {k} has extent {s[d]} in dim {d} at run time but input 0 "
-                        f"has {first[d]}; all inputs must agree off the cat dim {dim}"
-                    )
-        shape = list(first)
-        total = 0
-        for s in shapes:
-            total += s[dim]
-        shape[dim] = total
-        # Off the cat dim the result broadcasts only where every input does.
-        flags = list(B[inputs[0]])
-        for i in inputs[1:]:
-            f = B[i]
-            for d in others:
-                if flags[d] and not f[d]:
-                    flags[d] = False
-        flags[dim] = total == 1
-        S[out], B[out] = tuple(shape), tuple(flags)
-        decision = ResizeDecision(len(R), name, resized, (flags[dim],), (tuple([s[dim] for s in shapes]),))
-        R.append(ResizeFacts(len(R), name, resized, shapes, S[out], B[out], dim=dim, op=op, decision=decision))
-
-    return step
-
-
-# --- gather family ------------------------------------------------------------------------------
-
-
-def _plan_gather(op: G.GatherOp, plan: ExtentPlan) -> Step:
-    x, index, out, axis = plan.slot[op.input], plan.slot[op.index], plan.result_slot(op), op.axis
-
-    def step(S, B, V, R):
-        for d, (a, b) in enumerate(zip(S[x], S[index])):
-            if d != axis and b > a:
-                raise ExtentError(f"{op.name}: index extent {b} exceeds input extent {a} in dim {d} at run time")
-        S[out], B[out] = S[index], B[index]
-
-    return step
-
-
-def _plan_take_along_axis(op: G.TakeAlongAxisOp, plan: ExtentPlan) -> Step:
-    x, index, out, axis = plan.slot[op.input], plan.slot[op.index], plan.result_slot(op), op.axis
-
-    def step(S, B, V, R):
-        sx, si, fx, fi = S[x], S[index], B[x], B[index]
-        shape, flags = list(si), list(fi)
-        for d in range(len(sx)):
-            if d == axis:
-                continue
-            if fi[d]:
-                shape[d], flags[d] = sx[d], fx[d]
-            elif not fx[d] and sx[d] != si[d]:
-                raise ExtentError(
-                    f"{op.name}: dim {d} has extents {sx[d]} (input) and {si[d]} (index) at run time; "
-                    f"take_along_axis needs equal (or broadcast) extents off dim {axis}"
-                )
-        S[out], B[out] = tuple(shape), tuple(flags)
-
-    return step
-
-
-def _plan_index_select(op: G.IndexSelectOp, plan: ExtentPlan) -> Step:
-    x, index, out, axis = plan.slot[op.input], plan.slot[op.index], plan.result_slot(op), op.axis
-
-    def step(S, B, V, R):
-        si, fi = S[index], B[index]
-        n, fn = (si[0], fi[0]) if si else (1, False)
-        S[out] = tuple(n if d == axis else e for d, e in enumerate(S[x]))
-        B[out] = tuple(fn if d == axis else b for d, b in enumerate(B[x]))
-
-    return step
-
-
-# --- scalars --------------------------------------------------------------------------------------
-
-
-def _c_div(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return -q if (a < 0) != (b < 0) else q
-
-
-def _float_div(a: float, b: float) -> float:
-    # IEEE semantics, as the device computes it (Python raises on a zero divisor).
-    if b:
-        return a / b
-    if a == 0 or math.isnan(a):
-        return math.nan
-    return math.copysign(math.inf, a) * math.copysign(1.0, b)
-
-
-def _scalar(fn: Callable[..., Scalar], checks_zero: bool = False) -> Callable[[Operation, ExtentPlan], Step]:
-    def planner(op: Operation, plan: ExtentPlan) -> Step:
-        args, out = [plan.slot[v] for v in op.operands], plan.result_slot(op)
-
-        def step(S, B, V, R):
-            values = [V[a] for a in args]
-            if None in values:
-                V[out] = None
-                return
-            if checks_zero and values[1] == 0:
-                raise ExtentError(f"{op.name}: division by zero while computing extents")
-            V[out] = fn(*values)
-
-        return step
-
-    return planner
-
-
-def _plan_constant(op: arith.ConstantOp, plan: ExtentPlan) -> Step:
-    value = op.value.value.data  # type: ignore[union-attr]
-    t = op.result.type
-    if isinstance(t, IntegerType) and t.width.data == 1:
-        value = value != 0
-    out = plan.result_slot(op)
-
-    def step(S, B, V, R):
-        V[out] = value
-
-    return step
-
-
-_CMPI: dict[int, Callable[[int, int], bool]] = {
-    0: lambda a, b: a == b, 1: lambda a, b: a != b, 2: lambda a, b: a < b,
-    3: lambda a, b: a <= b, 4: lambda a, b: a > b, 5: lambda a, b: a >= b,
-}
-
-
-def _plan_cmpi(op: arith.CmpiOp, plan: ExtentPlan) -> Step:
-    pred = op.predicate.value.data
-    if pred not in _CMPI:
-        raise ExtentError(f"{op.name}: unsigned predicate {pred} is not supported on extents")
-    return _scalar(_CMPI[pred])(op, plan)
-
-
-def _plan_select(op: arith.SelectOp, plan: ExtentPlan) -> Step:
-    c, a, b, out = plan.slot[op.cond], plan.slot[op.lhs], plan.slot[op.rhs], plan.result_slot(op)
-
-    def step(S, B, V, R):
-        V[out] = None if V[c] is None else V[a] if V[c] else V[b]
-
-    return step
-
-
-_PLANNERS: dict[type[Operation], Callable[[Operation, ExtentPlan], Step]] = {
-    C.UnaryOp: _plan_same,
-    C.CastOp: _plan_same,
-    C.BinaryOp: _plan_elementwise,
-    C.WhereOp: _plan_elementwise,
-    C.ReductionOp: _plan_reduction,  # type: ignore[dict-item]
-    L.BroadcastOp: _plan_broadcast,  # type: ignore[dict-item]
-    L.BroadcastInDimOp: _plan_broadcast_in_dim,  # type: ignore[dict-item]
-    L.SqueezeOp: _plan_squeeze,  # type: ignore[dict-item]
-    L.PermuteOp: _plan_permute,  # type: ignore[dict-item]
-    L.ExpandOp: _plan_expand,  # type: ignore[dict-item]
-    L.ReshapeOp: _plan_reshape,  # type: ignore[dict-item]
-    R.PadOp: _plan_pad,  # type: ignore[dict-item]
-    R.SliceOp: _plan_slice,  # type: ignore[dict-item]
-    R.CatOp: _plan_cat,  # type: ignore[dict-item]
-    G.GatherOp: _plan_gather,  # type: ignore[dict-item]
-    G.TakeAlongAxisOp: _plan_take_along_axis,  # type: ignore[dict-item]
-    G.IndexSelectOp: _plan_index_select,  # type: ignore[dict-item]
-    F.IotaOp: _plan_iota,  # type: ignore[dict-item]
-    F.FullOp: _plan_full,  # type: ignore[dict-item]
-    F.DimOp: _plan_dim,  # type: ignore[dict-item]
-    arith.ConstantOp: _plan_constant,  # type: ignore[dict-item]
-    arith.AddiOp: _scalar(lambda a, b: a + b),
-    arith.SubiOp: _scalar(lambda a, b: a - b),
-    arith.MuliOp: _scalar(lambda a, b: a * b),
-    arith.DivSIOp: _scalar(_c_div, checks_zero=True),
-    arith.FloorDivSIOp: _scalar(lambda a, b: a // b, checks_zero=True),
-    arith.CeilDivSIOp: _scalar(lambda a, b: -(-a // b), checks_zero=True),
-    arith.RemSIOp: _scalar(lambda a, b: a - _c_div(a, b) * b, checks_zero=True),
-    arith.MaxSIOp: _scalar(max),
-    arith.MinSIOp: _scalar(min),
-    arith.AddfOp: _scalar(lambda a, b: a + b),
-    arith.SubfOp: _scalar(lambda a, b: a - b),
-    arith.MulfOp: _scalar(lambda a, b: a * b),
-    arith.DivfOp: _scalar(_float_div),
-    arith.NegfOp: _scalar(lambda a: -a),
-    arith.SIToFPOp: _scalar(float),
-    arith.FPToSIOp: _scalar(int),
-    arith.ExtFOp: _scalar(float),
-    arith.TruncFOp: _scalar(float),
-    arith.CmpiOp: _plan_cmpi,  # type: ignore[dict-item]
-    arith.SelectOp: _plan_select,  # type: ignore[dict-item]
-}
-
-
 __all__ = [
     "ConcretizationInfo", "ExtentError", "ExtentPlan", "ResizeDecision", "ResizeFacts", "RuntimeExtents",
-    "evaluate_extents", "pad_resized_dims", "resized_dims", "runtime_arguments", "slice_resized_dims",
+    "evaluate_extents", "runtime_arguments",
 ]

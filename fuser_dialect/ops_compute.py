@@ -2,15 +2,22 @@
 
 Binary and where operands are tensors or scalars (builtin f64/f32/i64/i32/i1 SSA values);
 tensor operands share one rank and dtype (the builder inserts casts for promotion), and
-broadcast dims broadcast. Comparisons and logical ops yield i1."""
+broadcast dims broadcast. Comparisons and logical ops yield i1.
+
+After the definitions, each op registers its pieces in the op table (fuser_dialect/op_table.py):
+shape rule, reference semantics, run-time extent planner, layout rule and dim rule."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from enum import auto
+
+import numpy as np
 
 from xdsl.dialects.builtin import DenseArrayBase, UnitAttr, i64
 from xdsl.dialects.utils import EnumAttribute
-from xdsl.ir import SpacedOpaqueSyntaxAttribute, SSAValue
+from xdsl.ir import Operation, SpacedOpaqueSyntaxAttribute, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_attr_definition,
@@ -27,7 +34,12 @@ from xdsl.utils.str_enum import StrEnum
 
 from fuser_dialect import shape_rules as rules
 from fuser_dialect.canonicalization import CastCanonicalization
+from fuser_dialect.extents import ExtentError, ExtentPlan, Flags, Shape, Step, describe, plan_same_shape
+from fuser_dialect.interpreter import InterpreterError, Value, cast_array, compute_dtype, dtype_of, result_dtype
 from fuser_dialect.op_base import check_result, tensor_type
+from fuser_dialect.op_table import (
+    DimTie, Dims, TypeOf, follow_ties, op_title, register, result_dims, same_dims, same_position,
+)
 from fuser_dialect.types import FLOAT_DTYPES, TensorType, dtype_name, is_scalar_type
 
 
@@ -186,9 +198,8 @@ class BinaryOp(IRDLOperation):
                 f"{self.name} {self.op_kind}: tensor operands have dtypes {_dtype(self.lhs)} and "
                 f"{_dtype(self.rhs)}; cast one of them first"
             )
-        dims = rules.elementwise(f"{self.name} {self.op_kind}", tensors)
         dtype = "i1" if self.op_kind in BOOL_RESULT_BINARY else tensors[0].dtype
-        check_result(self, dims, dtype, f"{self.name} {self.op_kind}")
+        check_result(self, result_dims(self), dtype, op_title(self))
 
 
 @irdl_op_definition
@@ -219,8 +230,7 @@ class WhereOp(IRDLOperation):
                 f"{self.name}: values have dtypes {_dtype(self.lhs)} and {_dtype(self.rhs)}; cast one of them first"
             )
         dtype = value_tensors[0].dtype if value_tensors else self.result.type.dtype
-        dims = rules.elementwise(self.name, tensors)
-        check_result(self, dims, dtype)
+        check_result(self, result_dims(self), dtype)
 
 
 @irdl_op_definition
@@ -270,6 +280,266 @@ class ReductionOp(IRDLOperation):
 
     def verify_(self) -> None:
         t = tensor_type(self, self.input, "input")
-        label = f"{self.name} {self.op_kind}"
-        dims = rules.reduction(label, t, self.reduced_dims, self.keepdim is not None)
-        check_result(self, dims, t.dtype, label)
+        check_result(self, result_dims(self), t.dtype, op_title(self))
+
+
+OPS = [UnaryOp, BinaryOp, WhereOp, CastOp, ReductionOp]
+"""The ops of this family, in the order the dialect lists them."""
+
+
+# --- semantics, shared by the elementwise ops -------------------------------------------------
+
+
+def _same_shape(op: IRDLOperation, type_of: TypeOf) -> Dims:
+    return type_of(op.operands[0]).shape
+
+
+def _elementwise_shape(op: IRDLOperation, type_of: TypeOf) -> Dims:
+    return rules.elementwise(op_title(op), [type_of(v) for v in op.operands if isinstance(v.type, TensorType)])
+
+
+def _plan_elementwise(op: Operation, plan: ExtentPlan) -> Step:
+    tensors = [plan.slot[v] for v in op.operands if isinstance(v.type, TensorType)]
+    out = plan.result_slot(op)
+    if len(tensors) == 1:
+        x = tensors[0]
+
+        def unary_step(S, B, V, R):
+            S[out], B[out] = S[x], B[x]
+
+        return unary_step
+    first, rest = tensors[0], tensors[1:]
+
+    def step(S, B, V, R):
+        shape, flags = S[first], B[first]
+        for t in rest:
+            s, f = S[t], B[t]
+            if s == shape and f == flags:
+                continue
+            shape, flags = _join_extents(op, shape, flags, s, f, S, tensors)
+        S[out], B[out] = shape, flags
+
+    return step
+
+
+def _join_extents(op: Operation, shape: Shape, flags: Flags, s: Shape, f: Flags, S: list, tensors: list[int]) -> tuple[Shape, Flags]:
+    """Elementwise join: non-broadcast extents must agree; a broadcast dim takes the other's."""
+    new_shape, new_flags = list(shape), list(flags)
+    for d in range(len(s)):
+        if f[d]:
+            continue
+        if new_flags[d]:
+            new_shape[d], new_flags[d] = s[d], False
+        elif new_shape[d] != s[d]:
+            operands = [v for v in op.operands if isinstance(v.type, TensorType)]
+            shown = ", ".join(f"{describe(v)} = {list(S[t])}" for v, t in zip(operands, tensors))
+            raise ExtentError(
+                f"{op_title(op)}: dim {d} has extents {new_shape[d]} and {s[d]} at run time, which "
+                f"neither match nor broadcast (operands {shown})"
+            )
+    return tuple(new_shape), tuple(new_flags)
+
+
+_SAME_SHAPE = dict(shape=_same_shape, plan_extents=plan_same_shape, layout=same_position, dim_ties=same_dims)
+"""The rules of unary and cast: the result is shaped like the input, dim for dim."""
+
+_ELEMENTWISE = dict(shape=_elementwise_shape, plan_extents=_plan_elementwise, layout=same_position, dim_ties=same_dims)
+"""The rules of binary and where: tensor operands join dim for dim (broadcast dims broadcast)."""
+
+
+def _as_compute(value: SSAValue, x: Value, dtype: str) -> np.ndarray:
+    # Scalars take the tensor operands' dtype; low-precision tensors compute in f32.
+    return np.asarray(x).astype(compute_dtype(dtype))
+
+
+# --- fuser.unary --------------------------------------------------------------------------------
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return np.frompyfunc(math.erf, 1, 1)(x).astype(x.dtype)
+
+
+def _round_half_even(x: np.ndarray) -> np.ndarray:
+    return np.rint(x)
+
+
+UNARY: dict[UnaryKind, Callable[[np.ndarray], np.ndarray]] = {
+    UnaryKind.NEG: np.negative,
+    UnaryKind.ABS: np.abs,
+    UnaryKind.EXP: np.exp,
+    UnaryKind.EXP2: np.exp2,
+    UnaryKind.EXPM1: np.expm1,
+    UnaryKind.LOG: np.log,
+    UnaryKind.LOG2: np.log2,
+    UnaryKind.LOG1P: np.log1p,
+    UnaryKind.SQRT: np.sqrt,
+    UnaryKind.RSQRT: lambda x: 1 / np.sqrt(x),
+    UnaryKind.RECIPROCAL: lambda x: 1 / x,
+    UnaryKind.RELU: lambda x: np.where(x > 0, x, np.zeros_like(x)) if x.dtype != np.bool_ else x,
+    UnaryKind.SIGMOID: lambda x: 1 / (1 + np.exp(-x)),
+    UnaryKind.TANH: np.tanh,
+    UnaryKind.SIN: np.sin,
+    UnaryKind.COS: np.cos,
+    UnaryKind.ERF: _erf,
+    UnaryKind.FLOOR: np.floor,
+    UnaryKind.CEIL: np.ceil,
+    UnaryKind.ROUND: _round_half_even,
+    UnaryKind.TRUNC: np.trunc,
+    UnaryKind.SIGN: np.sign,
+    UnaryKind.LOGICAL_NOT: lambda x: x == 0,
+    UnaryKind.BITWISE_NOT: lambda x: ~x if x.dtype != np.bool_ else np.logical_not(x),
+    UnaryKind.ISNAN: np.isnan,
+    UnaryKind.ISINF: np.isinf,
+}
+
+
+def _interpret_unary(op: UnaryOp, args: list[Value]) -> Value:
+    x = args[0]
+    src = dtype_of(op.input)
+    x = x.astype(compute_dtype(src)) if src in ("f16", "bf16") else x
+    return cast_array(UNARY[op.op_kind](x), result_dtype(op))
+
+
+register(UnaryOp, interpret=_interpret_unary, **_SAME_SHAPE)
+
+
+# --- fuser.binary -------------------------------------------------------------------------------
+
+
+def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if np.any(b == 0):
+        raise InterpreterError("fuser.binary div: integer division by zero")
+    q = np.abs(a) // np.abs(b)
+    return np.where((a < 0) != (b < 0), -q, q).astype(np.result_type(a, b))
+
+
+def _int_fmod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if np.any(b == 0):
+        raise InterpreterError("fuser.binary fmod: integer modulo by zero")
+    return a - _int_div(a, b) * b
+
+
+def _is_int(a: np.ndarray) -> bool:
+    return a.dtype.kind in "iub"
+
+
+BINARY: dict[BinaryKind, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    BinaryKind.ADD: np.add,
+    BinaryKind.SUB: np.subtract,
+    BinaryKind.MUL: np.multiply,
+    BinaryKind.DIV: lambda a, b: _int_div(a, b) if _is_int(a) else np.divide(a, b),
+    BinaryKind.POW: np.power,
+    BinaryKind.FMOD: lambda a, b: _int_fmod(a, b) if _is_int(a) else np.fmod(a, b),
+    BinaryKind.MAXIMUM: np.maximum,
+    BinaryKind.MINIMUM: np.minimum,
+    BinaryKind.EQ: np.equal,
+    BinaryKind.NE: np.not_equal,
+    BinaryKind.LT: np.less,
+    BinaryKind.LE: np.less_equal,
+    BinaryKind.GT: np.greater,
+    BinaryKind.GE: np.greater_equal,
+    BinaryKind.LOGICAL_AND: lambda a, b: (a != 0) & (b != 0),
+    BinaryKind.LOGICAL_OR: lambda a, b: (a != 0) | (b != 0),
+    BinaryKind.BITWISE_AND: np.bitwise_and,
+    BinaryKind.BITWISE_OR: np.bitwise_or,
+    BinaryKind.BITWISE_XOR: np.bitwise_xor,
+}
+
+
+def _interpret_binary(op: BinaryOp, args: list[Value]) -> Value:
+    dtype = next(dtype_of(v) for v in op.operands if isinstance(v.type, TensorType))
+    a, b = (_as_compute(v, x, dtype) for v, x in zip(op.operands, args))
+    return cast_array(BINARY[op.op_kind](a, b), result_dtype(op))
+
+
+register(BinaryOp, interpret=_interpret_binary, **_ELEMENTWISE)
+
+
+# --- fuser.where --------------------------------------------------------------------------------
+
+
+def _interpret_where(op: WhereOp, args: list[Value]) -> Value:
+    dtype = result_dtype(op)
+    cond = np.asarray(args[0]).astype(bool)
+    a, b = (_as_compute(v, x, dtype) for v, x in zip(op.operands[1:], args[1:]))
+    return cast_array(np.where(cond, a, b), dtype)
+
+
+register(WhereOp, interpret=_interpret_where, **_ELEMENTWISE)
+
+
+# --- fuser.cast ---------------------------------------------------------------------------------
+
+
+def _interpret_cast(op: CastOp, args: list[Value]) -> Value:
+    return cast_array(args[0], result_dtype(op))
+
+
+register(CastOp, interpret=_interpret_cast, **_SAME_SHAPE)
+
+
+# --- fuser.reduction ----------------------------------------------------------------------------
+
+
+def _reduction_shape(op: ReductionOp, type_of: TypeOf) -> Dims:
+    return rules.reduction(op_title(op), type_of(op.input), op.reduced_dims, op.keepdim is not None)
+
+
+def _reduction_ties(op: ReductionOp) -> list[DimTie]:
+    """Kept dims tie to their place in the result; reduced dims leave (or become `b`)."""
+    reduced, rank = set(op.reduced_dims), op.input.type.rank
+    kept = [d for d in range(rank) if d not in reduced]
+    if op.keepdim is not None:
+        return [DimTie(0, d, d) for d in kept]
+    return [DimTie(0, d, k) for k, d in enumerate(kept)]
+
+
+def _interpret_reduction(op: ReductionOp, args: list[Value]) -> Value:
+    x = args[0]
+    src = dtype_of(op.input)
+    acc = compute_dtype(src) if src != "i32" else np.dtype(np.int64)
+    x = x.astype(acc)
+    axes = tuple(op.reduced_dims)
+    keep = op.keepdim is not None
+    kind = op.op_kind
+    if kind == ReductionKind.SUM:
+        r = np.sum(x, axis=axes, keepdims=keep, dtype=acc)
+    elif kind == ReductionKind.PROD:
+        r = np.prod(x, axis=axes, keepdims=keep, dtype=acc)
+    else:
+        fn = np.max if kind == ReductionKind.MAX else np.min
+        if x.size == 0 or any(x.shape[a] == 0 for a in axes):
+            info = np.finfo(acc) if acc.kind == "f" else np.iinfo(acc)
+            init = (-np.inf if acc.kind == "f" else info.min) if kind == ReductionKind.MAX else (
+                np.inf if acc.kind == "f" else info.max)
+            r = fn(x, axis=axes, keepdims=keep, initial=init)
+        else:
+            r = fn(x, axis=axes, keepdims=keep)
+    return cast_array(r, result_dtype(op))
+
+
+def _plan_reduction(op: ReductionOp, plan: ExtentPlan) -> Step:
+    x, out = plan.slot[op.input], plan.result_slot(op)
+    dims = set(op.reduced_dims)
+    keep = op.keepdim is not None
+
+    def step(S, B, V, R):
+        shape, flags = S[x], B[x]
+        if keep:
+            S[out] = tuple(1 if d in dims else e for d, e in enumerate(shape))
+            B[out] = tuple(True if d in dims else b for d, b in enumerate(flags))
+        else:
+            S[out] = tuple(e for d, e in enumerate(shape) if d not in dims)
+            B[out] = tuple(b for d, b in enumerate(flags) if d not in dims)
+
+    return step
+
+
+register(
+    ReductionOp,
+    shape=_reduction_shape,
+    interpret=_interpret_reduction,
+    plan_extents=_plan_reduction,
+    layout=follow_ties(_reduction_ties),
+    dim_ties=_reduction_ties,
+)

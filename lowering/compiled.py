@@ -93,9 +93,11 @@ class CompiledFusion:
                      for p in self.plans)
 
     def kernels_for(self, schedules: tuple) -> tuple[CompiledKernels, bool]:
-        """(kernels, compiled_now). Compiles under the entry's lock: once per schedule tuple."""
+        """(kernels, compiled_now). Compiles under the entry's lock: once per schedule tuple
+        and build variant of the backend."""
+        key = (schedules, self.backend.variant())
         with self.lock:
-            found = self.variants.get(schedules)
+            found = self.variants.get(key)
             if found is not None:
                 return found, False
             start = time.perf_counter()
@@ -106,7 +108,7 @@ class CompiledFusion:
             self.timings["emission_s"] = emitted - start
             self.timings["compile_s"] = done - emitted
             compiled = CompiledKernels(kernels, modules, done - start)
-            self.variants[schedules] = compiled
+            self.variants[key] = compiled
             return compiled, True
 
 

@@ -8,6 +8,10 @@ args[i] points at the i-th argument) and `k__signature` (parameter types, used t
 `CpuCompiler` turns a source into shared-library bytes, cached by lowering.disk_cache under
 $FUSER_CACHE_DIR/cpu, keyed by the sha256 of the source, the flags, the compiler and the runtime
 headers. `CpuModule(binary)` loads those bytes (the cpu backend loads each source once).
+
+Memcheck (FUSER_MEMCHECK=1): the module is compiled with -DFUSER_MEMCHECK (a flag, so a separate
+cache entry) and every launch passes each pointer argument's byte range; an access outside the
+parameter it goes through raises MemcheckError. Modules built without it run unchanged.
 """
 
 from __future__ import annotations
@@ -28,10 +32,10 @@ import numpy as np
 
 from fuser.lowering import settings
 from fuser.lowering.disk_cache import Binary, CachedCompiler, DiskCache, digest
-from fuser.lowering.errors import CompileError, FuserError, LaunchError
+from fuser.lowering.errors import CompileError, FuserError, LaunchError, MemcheckError
 from fuser.lowering.runtime import EMU_HEADER_PATH, PRELUDE_PATH, RUNTIME_DIR
 
-ABI_VERSION = 2  # FUSER_CPU_ABI_VERSION in fuser_cpu_emu.h
+ABI_VERSION = 3  # FUSER_CPU_ABI_VERSION in fuser_cpu_emu.h
 CACHE_FORMAT = "1"  # bump to invalidate every cached module
 BASE_FLAGS = (
     "-O2", "-std=c++20", "-fopenmp", "-shared", "-fPIC", "-DFUSER_CPU",
@@ -39,7 +43,9 @@ BASE_FLAGS = (
     "-fno-math-errno",      # CUDA math never sets errno; lets sqrtf etc. inline
     "-fstack-clash-protection",  # large frames probe page by page: an overflow hits the fiber stack's guard
 )
+MEMCHECK_FLAG = "-DFUSER_MEMCHECK"
 SOURCE_NAME = "kernel.cpp"
+OUT_OF_BOUNDS = 9  # fuser_emu::kOutOfBounds
 
 
 # ------------------------------------------------------------------------------------------------
@@ -70,6 +76,14 @@ def cpu_compiler_available() -> bool:
 # ABI mirrors (fuser_launch_config / fuser_launch_stats in fuser_cpu_emu.h).
 # ------------------------------------------------------------------------------------------------
 
+class _MemRegion(ctypes.Structure):
+    _fields_ = [
+        ("base", ctypes.c_uint64),
+        ("bytes", ctypes.c_uint64),
+        ("name", ctypes.c_char_p),
+    ]
+
+
 class _LaunchConfig(ctypes.Structure):
     _fields_ = [
         ("grid", ctypes.c_uint32 * 3),
@@ -78,6 +92,8 @@ class _LaunchConfig(ctypes.Structure):
         ("num_threads", ctypes.c_int32),
         ("dynamic_smem_bytes", ctypes.c_uint64),
         ("stack_key", ctypes.c_int64),
+        ("regions", ctypes.POINTER(_MemRegion)),
+        ("num_regions", ctypes.c_uint32),
     ]
 
 
@@ -87,6 +103,9 @@ class _LaunchStats(ctypes.Structure):
         ("bytes_stored", ctypes.c_uint64),
         ("error_code", ctypes.c_int32),
         ("error", ctypes.c_char * 500),
+        ("bad_region", ctypes.c_int32),
+        ("bad_index", ctypes.c_int64),
+        ("bad_extent", ctypes.c_uint64),
     ]
 
 
@@ -207,8 +226,11 @@ class CpuCompiler(CachedCompiler):
 
     cache = DiskCache("cpu", ".so")
 
-    def __init__(self, extra_flags: Sequence[str] = ()):
-        self.flags = (*BASE_FLAGS, *extra_flags)
+    def __init__(self, extra_flags: Sequence[str] = (), memcheck: bool | None = None):
+        """memcheck: build checked modules; None follows FUSER_MEMCHECK."""
+        if memcheck is None:
+            memcheck = settings.memcheck()
+        self.flags = (*BASE_FLAGS, *extra_flags, *((MEMCHECK_FLAG,) if memcheck else ()))
 
     def _identity(self) -> tuple[str, str]:
         cxx = settings.cxx()
@@ -257,12 +279,13 @@ def _load_library(data: bytes) -> ctypes.CDLL:
 
 
 class _Kernel:
-    """A kernel's exported launcher and its parameter list."""
+    """A kernel's exported launcher, its parameter list and their names in the source."""
 
-    def __init__(self, name: str, launch, params: list[_Param]):
+    def __init__(self, name: str, launch, params: list[_Param], param_names: list[str]):
         self.name = name
         self.launch = launch
         self.params = params
+        self.param_names = param_names
 
 
 class CpuModule:
@@ -278,6 +301,8 @@ class CpuModule:
             raise FuserError("this shared library is no fuser CPU module (no fuser_cpu_abi_version)") from None
         if abi != ABI_VERSION:
             raise FuserError(f"module built for CPU runtime ABI {abi}, this runtime speaks {ABI_VERSION}")
+        self.memcheck = bool(self._lib.fuser_cpu_memcheck())
+        """Built with -DFUSER_MEMCHECK: launches pass their pointer arguments' extents."""
         self._kernels: dict[str, _Kernel] = {}
         self._lock = threading.Lock()
 
@@ -304,7 +329,8 @@ class CpuModule:
                                ctypes.POINTER(_LaunchStats)]
             signature.restype = ctypes.c_char_p
             signature.argtypes = []
-            kernel = _Kernel(name, launch, _parse_signature(signature().decode()))
+            params = _parse_signature(signature().decode())
+            kernel = _Kernel(name, launch, params, _param_names(self.source, name, len(params)))
             self._kernels[name] = kernel
             return kernel
 
@@ -334,14 +360,51 @@ class CpuModule:
         cfg.num_threads = num_threads if num_threads is not None else settings.cpu_threads()
         cfg.dynamic_smem_bytes = shared_bytes
         cfg.stack_key = _fiber_stack_key()
+        regions = _regions(kernel, args) if self.memcheck else []
+        if regions:
+            cfg.regions = (_MemRegion * len(regions))(*regions)
+            cfg.num_regions = len(regions)
         stats = _LaunchStats()
         argv = (ctypes.c_void_p * max(1, len(pointers)))(*pointers)
         code = kernel.launch(ctypes.byref(cfg), argv, ctypes.byref(stats))
         del keep_alive
+        if code == OUT_OF_BOUNDS:
+            raise _memcheck_error(kernel, regions, stats)
         if code != 0:
             raise LaunchError(stats.error.decode(errors="replace") or f"launch failed with code {code}",
                               kernel=kernel_name, code=code)
         return LaunchStats(stats.bytes_loaded, stats.bytes_stored)
+
+
+# ------------------------------------------------------------------------------------------------
+# Memcheck: the extent of every pointer argument, and the error naming the one violated.
+# ------------------------------------------------------------------------------------------------
+
+def _param_names(source: str, kernel: str, count: int) -> list[str]:
+    """The kernel's parameter names as written in `source`, for memcheck reports only (like
+    kernel_names, plain text search: no lowering decision depends on it); `arg<i>` where the
+    definition cannot be read (a macro-generated kernel, array or function parameters)."""
+    fallback = [f"arg{i}" for i in range(count)]
+    _, found, rest = source.partition(f" {kernel}(")
+    if not found or ")" not in rest:
+        return fallback
+    params = [p for p in rest[:rest.index(")")].split(",") if p.strip()]
+    names = [p.replace("*", " ").replace("&", " ").split()[-1] for p in params]
+    return names if len(names) == count and all(n.isidentifier() for n in names) else fallback
+
+
+def _regions(kernel: _Kernel, args: Sequence) -> list[_MemRegion]:
+    """One region per pointer argument: its array's bytes from the address passed. The runtime
+    accepts only C-contiguous arrays, so the valid range is exactly [data, data + nbytes)."""
+    return [_MemRegion(arg.ctypes.data, arg.nbytes, name.encode())
+            for arg, param, name in zip(args, kernel.params, kernel.param_names) if param.pointer]
+
+
+def _memcheck_error(kernel: _Kernel, regions: list[_MemRegion], stats: _LaunchStats) -> MemcheckError:
+    region = stats.bad_region
+    param = regions[region].name.decode() if 0 <= region < len(regions) else None
+    return MemcheckError(stats.error.decode(errors="replace"), kernel=kernel.name, code=OUT_OF_BOUNDS,
+                         param=param, index=stats.bad_index, extent=stats.bad_extent if param else None)
 
 
 def _dims(value, what: str) -> tuple[int, int, int]:

@@ -43,3 +43,18 @@ class LaunchError(FuserError):
         super().__init__(message)
         self.kernel = kernel
         self.code = code
+
+
+class MemcheckError(LaunchError, IndexError):
+    """A kernel accessed global memory outside the buffer it was given (the cpu backend's memcheck,
+    FUSER_MEMCHECK=1). An IndexError too, as an out-of-range index is on every backend.
+
+    param: the kernel parameter (e.g. "in3", with the fusion value it holds when launched from a
+    fusion); index: the element index relative to that parameter; extent: its elements."""
+
+    def __init__(self, message: str, kernel: str | None = None, code: int | None = None, *,
+                 param: str | None = None, index: int | None = None, extent: int | None = None):
+        super().__init__(message, kernel=kernel, code=code)
+        self.param = param
+        self.index = index
+        self.extent = extent

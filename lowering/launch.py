@@ -13,9 +13,11 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.ir import SSAValue
 
+from fuser_dialect.inputs import arg_label
 from fuser_dialect.types import TensorType
 from fuser.lowering.compiled import CompiledFusion, CompiledKernels
 from fuser.lowering.emit_cuda import Param
+from fuser.lowering.errors import MemcheckError
 
 _SCALAR_CTYPES = {"double": np.float64, "float": np.float32, "long long": np.int64, "int": np.int32, "bool": np.bool_}
 
@@ -84,7 +86,10 @@ class Launcher:
             loaded = stored = None
             if grid is not None:
                 args = [self.argument(p) for p in kernel.params]
-                stats = module.launch(kernel.name, grid, block, args, needs_sync=kernel.needs_sync)
+                try:
+                    stats = module.launch(kernel.name, grid, block, args, needs_sync=kernel.needs_sync)
+                except MemcheckError as e:
+                    raise self.named(e, kernel.params) from None
                 if stats is not None:  # backends that count global bytes
                     loaded, stored = stats.bytes_loaded, stats.bytes_stored
             elif backend.counts_bytes:
@@ -92,6 +97,22 @@ class Launcher:
             records.append(KernelRecord(kernel.name, plan.scheduler, grid or (0, 0, 0), (block, 1, 1),
                                         kernel.source, loaded, stored, kernel.needs_sync))
         return [self.result(v) for v in self.returned], records
+
+    def named(self, error: MemcheckError, params: Sequence[Param]) -> MemcheckError:
+        """`error` with the fusion value its kernel parameter holds (the runtime knows only "in3")."""
+        param = next((p for p in params if p.name == error.param and p.value is not None), None)
+        if param is None:
+            return error
+        facts = self.compiled.launch_facts
+        if param.value in facts.args:
+            what = f"fusion {arg_label(self.fusion, facts.args.index(param.value))}"
+        elif param.value in self.returned:
+            what = f"fusion output {self.returned.index(param.value)}"
+        else:
+            what = f"the result of {param.value.owner.name}"  # type: ignore[union-attr]
+        return MemcheckError(f"{error}; {param.name} is {what}, shape {list(self.rt.shape(param.value))}",
+                             kernel=error.kernel, code=error.code, param=f"{param.name} ({what})",
+                             index=error.index, extent=error.extent)
 
     def result(self, v: SSAValue):
         if isinstance(v.type, TensorType):

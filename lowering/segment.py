@@ -18,6 +18,7 @@ from xdsl.ir import Operation, SSAValue
 
 from fuser_dialect import ops_compute as C
 from fuser_dialect.types import TensorType
+from fuser_dialect.union_find import UnionFind
 from fuser.lowering.kernel import KernelPlan
 from fuser.lowering.schedulers import Candidate, Verdict, classify
 from fuser.lowering.symbolic import SymbolicExtents
@@ -76,21 +77,14 @@ class Segmenter:
         """Groups of ops tied by dataflow or by reading the same fusion input, in program order.
         Unrelated ops (an output computed from other inputs) then never split a group that one
         kernel could run, e.g. two row reductions of x around a `y + 1`."""
-        parent: dict[object, object] = {}
-
-        def find(x):
-            while parent.setdefault(x, x) is not x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-
+        tied: UnionFind[object] = UnionFind()
         for op in self.ops:
             for v in op.operands:
                 if isinstance(v.type, TensorType):
-                    parent[find(op)] = find(v.owner if isinstance(v.owner, Operation) else v)
+                    tied.union(v.owner if isinstance(v.owner, Operation) else v, op)
         groups: dict[object, list[Operation]] = {}
         for op in self.ops:
-            groups.setdefault(find(op), []).append(op)
+            groups.setdefault(tied.find(op), []).append(op)
         return list(groups.values())
 
     def _greedy(self, ops: list[Operation], reason: str) -> list[tuple[list[Operation], Verdict, str]]:

@@ -10,6 +10,7 @@ it. A bad value raises `SettingError` naming the variable, its value and what it
 | FUSER_CXX | the C++20 compiler of the cpu backend (name on PATH or path) | g++ |
 | FUSER_CPU_THREADS | OS threads a cpu launch uses: an integer >= 0, 0 = one per core | 0 |
 | FUSER_CACHE_SIZE | fusions an executor keeps compiled: an integer >= 1 | 100 |
+| FUSER_MEMCHECK | 1: cpu kernels check every global access against its buffer (0 or 1) | 0 |
 | FUSER_LOG | comma-separated log channels: recompile | none |
 | CUDA_HOME, CUDA_PATH | CUDA toolkit folders searched for nvcc and headers | /usr/local/cuda |
 """
@@ -64,6 +65,16 @@ def cxx() -> str:
 def cpu_threads() -> int:
     """FUSER_CPU_THREADS: OS threads per cpu launch; 0 = one per core."""
     return _integer("FUSER_CPU_THREADS", 0, 0, "an integer >= 0 (OS threads per cpu launch; 0 = one per core)")
+
+
+def memcheck() -> bool:
+    """FUSER_MEMCHECK: compile cpu kernels with bounds checks on every global access."""
+    value = os.environ.get("FUSER_MEMCHECK")
+    if value is None:
+        return False
+    if value.strip() not in ("0", "1"):
+        raise SettingError(f"FUSER_MEMCHECK={value!r}: expected 0 or 1 (1 checks every global access of cpu kernels)")
+    return value.strip() == "1"
 
 
 def cache_size() -> int:

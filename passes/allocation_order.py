@@ -1,8 +1,9 @@
 """`allocation-order-inference`: propagate input stride orders to the fusion outputs as HINTS.
 
 Every dim of every tensor value is labelled with the input dims it comes from (a forward
-data-flow walk over the fusion: elementwise ops join their operands' labels per dim,
-broadcast/squeeze/permute/... move them, reductions drop them). For each output the
+data-flow walk over the fusion, along each op's layout rule in fuser_dialect.op_table:
+elementwise ops join their operands' labels per dim, broadcast/squeeze/permute/... move them,
+reductions drop them). For each output the
 reference is the input with the most output dims mapped to its non-broadcast dims (the
 first such input on ties); its stride order (row-major when it has none) orders the
 mapped output dims — innermost input dims innermost —, the unmapped dims (e.g. from
@@ -19,7 +20,6 @@ ops (none exist in the dialect yet; the names are listed below) get no hint, as 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import builtin, func
@@ -27,10 +27,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import Context, ModulePass
 
 from fuser_dialect.fusion import fusion_funcs, output_order, set_output_order
-from fuser_dialect.ops_compute import BinaryOp, CastOp, ReductionOp, UnaryOp, WhereOp
-from fuser_dialect.ops_gather import GatherOp, IndexSelectOp, TakeAlongAxisOp
-from fuser_dialect.ops_layout import BroadcastInDimOp, BroadcastOp, ExpandOp, PermuteOp, ReshapeOp, SqueezeOp
-from fuser_dialect.ops_resize import CatOp, PadOp, SliceOp
+from fuser_dialect.op_table import layout_links
 from fuser_dialect.types import BROADCAST, TensorType
 
 Label = tuple[int, int]
@@ -50,68 +47,15 @@ def _labels_of(env: dict[SSAValue, Labels], value: SSAValue) -> Labels:
     return env.get(value, [_EMPTY] * t.rank)
 
 
-def _join(per_operand: Sequence[Labels], rank: int) -> Labels:
-    out = [_EMPTY] * rank
-    for labels in per_operand:
-        if len(labels) == rank:
-            out = [a | b for a, b in zip(out, labels)]
-    return out
-
-
-def _reshape_labels(src: TensorType, dst: TensorType, labels: Labels) -> Labels:
-    """Maps the dims of a reshape that only adds or removes extent-1 dims."""
-    out = [_EMPTY] * dst.rank
-    src_dims = [d for d in range(src.rank) if src.static_extent(d) != 1]
-    dst_dims = [d for d in range(dst.rank) if dst.static_extent(d) != 1]
-    if len(src_dims) != len(dst_dims):
-        return out
-    for a, b in zip(src_dims, dst_dims):
-        ea, eb = src.static_extent(a), dst.static_extent(b)
-        if ea is not None and eb is not None and ea != eb:
-            return [_EMPTY] * dst.rank
-    for a, b in zip(src_dims, dst_dims):
-        out[b] = labels[a]
-    return out
-
-
 def result_labels(op: Operation, env: dict[SSAValue, Labels]) -> Labels | None:
-    """Labels of the op's (single tensor) result; None when it has none."""
+    """Labels of the op's (single tensor) result: each dim joins the labels of the operand
+    dims its layout rule links it to (fuser_dialect.op_table); None when it has no tensor result."""
     if len(op.results) != 1 or not isinstance(op.results[0].type, TensorType):
         return None
-    out_t = op.results[0].type
-    rank = out_t.rank
-    ins = [_labels_of(env, v) for v in op.operands]
-    if isinstance(op, (UnaryOp, CastOp, BinaryOp, WhereOp, ExpandOp, PadOp, SliceOp, CatOp)):
-        tensors = [ins[k] for k, v in enumerate(op.operands) if isinstance(v.type, TensorType)]
-        return _join(tensors, rank)
-    if isinstance(op, BroadcastOp):
-        it = iter(ins[0])
-        return [_EMPTY if b else next(it) for b in op.is_broadcast_dim]
-    if isinstance(op, BroadcastInDimOp):
-        out = [_EMPTY] * rank
-        for i, o in enumerate(op.dims.get_values()):
-            out[o] = ins[0][i]
-        return out
-    if isinstance(op, SqueezeOp):
-        gone = set(op.dims.get_values())
-        return [lab for d, lab in enumerate(ins[0]) if d not in gone]
-    if isinstance(op, PermuteOp):
-        return [ins[0][p] for p in op.dims.get_values()]
-    if isinstance(op, ReshapeOp):
-        assert isinstance(op.input.type, TensorType)
-        return _reshape_labels(op.input.type, out_t, ins[0])
-    if isinstance(op, ReductionOp):
-        reduced = set(op.reduced_dims)
-        if op.keepdim is not None:
-            return [_EMPTY if d in reduced else lab for d, lab in enumerate(ins[0])]
-        return [lab for d, lab in enumerate(ins[0]) if d not in reduced]
-    if isinstance(op, (GatherOp, TakeAlongAxisOp)):
-        x, index = ins[0], ins[1]
-        return [(x[d] if d != op.axis else _EMPTY) | index[d] for d in range(rank)]
-    if isinstance(op, IndexSelectOp):
-        x, index = ins[0], ins[1]
-        return [(index[0] if index else _EMPTY) if d == op.axis else x[d] for d in range(rank)]
-    return [_EMPTY] * rank
+    out = [_EMPTY] * op.results[0].type.rank
+    for operand, operand_dim, result_dim in layout_links(op):
+        out[result_dim] |= _labels_of(env, op.operands[operand])[operand_dim]
+    return out
 
 
 def infer_labels(f: func.FuncOp) -> dict[SSAValue, Labels]:

@@ -41,22 +41,14 @@ from xdsl.ir import Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from fuser_dialect import ops_compute as C
 from fuser_dialect import ops_factory as F
-from fuser_dialect import ops_gather as G
 from fuser_dialect import ops_layout as L
 from fuser_dialect import ops_resize as R
-from fuser_dialect import shape_rules as rules
-from fuser_dialect.extents import (
-    ConcretizationInfo,
-    ExtentError,
-    ResizeFacts,
-    RuntimeExtents,
-    evaluate_extents,
-    resized_dims,
-)
+from fuser_dialect.extents import ConcretizationInfo, ExtentError, ResizeFacts, RuntimeExtents, evaluate_extents
 from fuser_dialect.fusion import the_fusion, verify_fusion
+from fuser_dialect.op_table import dim_ties, shape_rule
 from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType
+from fuser_dialect.union_find import UnionFind
 
 DISABLE_RESIZE_EXTENTS = "concretize_resize_extents"
 """The `_disable_options` / FUSER_DISABLE entry that turns static resize extents off."""
@@ -114,86 +106,31 @@ def concretize(
 # --- exact mapping: which dims are guaranteed equal --------------------------------------------
 
 
-class _DimClasses:
-    """Union-find over (value, dim) pairs that are equal at run time by construction of the IR
-    and the broadcast decisions alone (never by coincidence of this run's extents: the result
-    must be the same for every run with the same ConcretizationInfo)."""
-
-    def __init__(self) -> None:
-        self.parent: dict[tuple[SSAValue, int], tuple[SSAValue, int]] = {}
-
-    def find(self, x: tuple[SSAValue, int]) -> tuple[SSAValue, int]:
-        root = x
-        while self.parent.get(root, root) != root:
-            root = self.parent[root]
-        while x != root:  # path compression
-            self.parent[x], x = root, self.parent.get(x, root)
-        return root
-
-    def union(self, a: tuple[SSAValue, int], b: tuple[SSAValue, int]) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[ra] = rb
+DimKey = tuple[SSAValue, int]
+"""(value, dim): concretize's exact classes are sets of these, equal at run time by construction
+of the IR and the broadcast decisions alone (never by coincidence of this run's extents: the
+result must be the same for every run with the same ConcretizationInfo)."""
 
 
-def _exact_pairs(op: Operation, flags: Callable[[SSAValue], tuple[bool, ...]]) -> list[tuple[SSAValue, int, SSAValue, int]]:
-    """(operand, dim, result, dim) pairs of `op` that are always equal. Broadcast dims never pair:
-    they are extent 1 and take the other side's extent."""
-    out = op.results[0] if op.results else None
-    if out is None or not isinstance(out.type, TensorType):
+def _exact_pairs(op: Operation, flags: Callable[[SSAValue], tuple[bool, ...]]) -> list[tuple[DimKey, DimKey]]:
+    """The (operand dim, result dim) pairs of `op` that are always equal: the exact
+    tensor-to-tensor ties of its dim rule. Broadcast dims never pair: they are extent 1 and
+    take the other side's extent."""
+    if not op.results or not isinstance(op.results[0].type, TensorType):
         return []
-
-    def same(v: SSAValue, mapping: Sequence[tuple[int, int]]) -> list[tuple[SSAValue, int, SSAValue, int]]:
-        fv, fo = flags(v), flags(out)
-        return [(v, i, out, o) for i, o in mapping if not fv[i] and not fo[o]]
-
-    if isinstance(op, (C.UnaryOp, C.CastOp, C.BinaryOp, C.WhereOp)):
-        pairs = []
-        for v in op.operands:
-            if isinstance(v.type, TensorType):
-                pairs += same(v, [(d, d) for d in range(v.type.rank)])
-        return pairs
-    if isinstance(op, C.ReductionOp):
-        reduced, rank = set(op.reduced_dims), op.input.type.rank
-        kept = [d for d in range(rank) if d not in reduced]
-        if op.keepdim is not None:
-            return same(op.input, [(d, d) for d in kept])
-        return same(op.input, [(d, k) for k, d in enumerate(kept)])
-    if isinstance(op, L.BroadcastOp):
-        positions = [o for o, b in enumerate(op.is_broadcast_dim) if not b]
-        return same(op.input, list(enumerate(positions)))
-    if isinstance(op, L.BroadcastInDimOp):
-        return same(op.input, list(enumerate(op.dims.get_values())))
-    if isinstance(op, L.SqueezeOp):
-        squeezed = set(op.dims.get_values())
-        kept = [d for d in range(op.in_type.rank) if d not in squeezed]
-        return same(op.input, [(d, k) for k, d in enumerate(kept)])
-    if isinstance(op, L.PermuteOp):
-        return same(op.input, [(p, o) for o, p in enumerate(op.dims.get_values())])
-    if isinstance(op, (R.PadOp, R.SliceOp)):
-        resized = set(resized_dims(op))
-        return same(op.input, [(d, d) for d in range(op.input.type.rank) if d not in resized])
-    if isinstance(op, R.CatOp):
-        dim, pairs = op.dim.value.data, []
-        for v in op.inputs:
-            pairs += same(v, [(d, d) for d in range(v.type.rank) if d != dim])
-        return pairs
-    if isinstance(op, G.GatherOp):
-        return same(op.index, [(d, d) for d in range(op.index.type.rank)])
-    if isinstance(op, G.TakeAlongAxisOp):
-        rank = op.input.type.rank
-        return same(op.input, [(d, d) for d in range(rank) if d != op.axis]) + same(
-            op.index, [(d, d) for d in range(rank)])
-    if isinstance(op, G.IndexSelectOp):
-        pairs = same(op.input, [(d, d) for d in range(op.input.type.rank) if d != op.axis])
-        if op.index.type.rank == 1:
-            pairs += same(op.index, [(0, op.axis)])
-        return pairs
-    # expand (an extent-1 dim may expand without being `b`), reshape, iota, full: no pairs.
-    return []
+    out = op.results[0]
+    pairs = []
+    for tie in dim_ties(op):
+        if not tie.exact or tie.operand_dim is None or tie.result_dim is None:
+            continue
+        v = op.operands[tie.operand]
+        if not flags(v)[tie.operand_dim] and not flags(out)[tie.result_dim]:
+            pairs.append(((v, tie.operand_dim), (out, tie.result_dim)))
+    return pairs
 
 
 # --- the rewrite ---------------------------------------------------------------------------------
+
 
 Dims = tuple[int, ...]
 
@@ -218,22 +155,22 @@ class _Concretizer:
             out = op.results[0] if op.results else None
             if out is None or not isinstance(out.type, TensorType):
                 continue
-            dims = _infer(op, new_types, self._static_lists(op))
+            dims = _infer(op, new_types)
             new_types[out] = self._finish(out, dims, static, keep_order=False)
         self._apply(new_types)
 
     def _static_dims(self) -> dict[tuple[SSAValue, int], int]:
         """(value, dim) -> static extent, for every dim tied to a resized dim."""
-        classes = _DimClasses()
+        classes: UnionFind[DimKey] = UnionFind()
         flags = self.extents.broadcast_flags
         for op in self.ops:
-            for v, i, out, o in _exact_pairs(op, flags):
-                classes.union((v, i), (out, o))
-        fixed: dict[tuple[SSAValue, int], int] = {}
+            for operand_dim, result_dim in _exact_pairs(op, flags):
+                classes.union(result_dim, operand_dim)
+        fixed: dict[DimKey, int] = {}
         for r in self.extents.resizes:
             op = r.op
             assert op is not None
-            ends = list(op.operands[:1] if not isinstance(op, R.CatOp) else op.operands) + [op.results[0]]
+            ends = [v for v in op.operands if isinstance(v.type, TensorType)] + [op.results[0]]
             for d in r.resized_dims:
                 for v in ends:
                     if not flags(v)[d]:
@@ -249,21 +186,6 @@ class _Concretizer:
                 if root in fixed:
                     static[(v, d)] = fixed[root]
         return static
-
-    def _static_lists(self, op: Operation) -> list[int] | None:
-        """The pad widths / slice bounds the shape rule sees: the run-time values of resized dims
-        when they become static, else the op's own list (DYNAMIC_ENTRY for SSA entries)."""
-        facts = self.facts.get(op)
-        if facts is None or not self.resize_extents:
-            return None
-        current = op.widths.get_values() if isinstance(op, R.PadOp) else op.bounds.get_values() if isinstance(op, R.SliceOp) else None
-        if current is None:
-            return None
-        resolved = facts.widths if isinstance(op, R.PadOp) else facts.bounds
-        new = list(current)
-        for d in facts.resized_dims:
-            new[2 * d], new[2 * d + 1] = resolved[2 * d], resolved[2 * d + 1]
-        return new
 
     def _finish(self, value: SSAValue, dims: Dims, static: dict[tuple[SSAValue, int], int], keep_order: bool) -> TensorType:
         """The concretized type: the shape rule's dims, with the broadcast decisions (which are
@@ -394,52 +316,24 @@ def _erase_dead_scalars(values: list[SSAValue]) -> None:
         work += operands
 
 
-# --- type inference: every op kind, from its operands' (new) types ---------------------------------
+# --- type inference -----------------------------------------------------------------------------------
 
 
-def _infer(op: Operation, types: dict[SSAValue, TensorType], static_list: list[int] | None) -> Dims:
-    def t(v: SSAValue) -> TensorType:
+def _infer(op: Operation, types: dict[SSAValue, TensorType]) -> Dims:
+    """The op's result dims by its shape rule, from its operands' new types. Pad widths and
+    slice bounds made static need not be substituted: their dims are fixed by `_finish`."""
+    rule = shape_rule(op)
+    if rule is None:
+        raise ExtentError(f"concretize: no shape rule for {op.name}; cannot re-infer its result type")
+
+    def type_of(v: SSAValue) -> TensorType:
         return types[v] if v in types else v.type  # type: ignore[return-value]
 
-    name = op.name
-    if isinstance(op, (C.UnaryOp, C.CastOp)):
-        return t(op.input).shape
-    if isinstance(op, (C.BinaryOp, C.WhereOp)):
-        return rules.elementwise(name, [t(v) for v in op.operands if isinstance(v.type, TensorType)])
-    if isinstance(op, C.ReductionOp):
-        return rules.reduction(name, t(op.input), op.reduced_dims, op.keepdim is not None)
-    if isinstance(op, L.BroadcastOp):
-        return rules.broadcast(name, t(op.input), op.is_broadcast_dim)
-    if isinstance(op, L.BroadcastInDimOp):
-        return rules.broadcast_in_dim(name, t(op.input), op.out_type.rank, op.dims.get_values())
-    if isinstance(op, L.SqueezeOp):
-        return rules.squeeze(name, t(op.input), op.dims.get_values())
-    if isinstance(op, L.PermuteOp):
-        return rules.permute(name, t(op.input), op.dims.get_values())
-    if isinstance(op, L.ExpandOp):
-        return rules.expand(name, t(op.input), op.out_type.shape)
-    if isinstance(op, L.ReshapeOp):
-        return rules.reshape(name, t(op.input), op.out_type.shape)
-    if isinstance(op, R.PadOp):
-        return rules.pad(name, t(op.input), static_list or op.widths.get_values())
-    if isinstance(op, R.SliceOp):
-        return rules.slice_(name, t(op.input), static_list or op.bounds.get_values(), op.steps.get_values())
-    if isinstance(op, R.CatOp):
-        return rules.cat(name, [t(v) for v in op.inputs], op.dim.value.data)
-    if isinstance(op, G.GatherOp):
-        return rules.gather(name, t(op.input), t(op.index), op.axis)
-    if isinstance(op, G.TakeAlongAxisOp):
-        return rules.take_along_axis(name, t(op.input), t(op.index), op.axis)
-    if isinstance(op, G.IndexSelectOp):
-        return rules.index_select(name, t(op.input), t(op.index), op.axis)
-    if isinstance(op, (F.IotaOp, F.FullOp)):
-        result = op.results[0].type
-        assert isinstance(result, TensorType)
-        return result.shape
-    raise ExtentError(f"concretize: no shape rule for {name}; cannot re-infer its result type")
+    return rule(op, type_of)
 
 
 # --- the pass ---------------------------------------------------------------------------------------
+
 
 _SCALAR_TEXT = re.compile(r"^(?:true|false|_|[-+]?\d+|[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)$")
 

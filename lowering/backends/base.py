@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import ClassVar, Protocol
 
 from fuser.lowering.disk_cache import Binary, CachedCompiler
@@ -58,6 +58,11 @@ class KernelBackend(Backend):
     @abstractmethod
     def allocator(self, inputs: Sequence[object]):
         """The memory of one call: adopt inputs, allocate outputs, hand results back."""
+
+    def variant(self) -> Hashable:
+        """What, besides the source, changes the binaries built now (a checked build, say):
+        compiled kernels are reused only within one variant."""
+        return ()
 
     def program(self, source: str) -> Program:
         """`source` compiled (or found in the disk cache) and loaded, once per process."""

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 
@@ -70,6 +70,11 @@ class CpuBackend(KernelBackend):
         from fuser.lowering import settings
 
         return False, f"no C++20 compiler: FUSER_CXX={settings.cxx()!r} cannot be run (install g++ or set FUSER_CXX)"
+
+    def variant(self) -> Hashable:
+        from fuser.lowering import settings
+
+        return settings.memcheck()  # a checked build is another binary of the same source
 
     def compiler(self) -> cpu_runtime.CpuCompiler:
         return cpu_runtime.CpuCompiler(self.extra_flags)

@@ -24,6 +24,12 @@
 //     faults in a guard page and fails its launch (see SharedStacks; an overflow inside a C library
 //     call that holds a lock leaves it held); CPU-mode sources must not include C++ standard headers such as
 //     <cmath> (their global `using std::...` declarations clash with the CUDA overloads here).
+//   * Memcheck (-DFUSER_MEMCHECK, lowering/cpu_runtime.py adds it for FUSER_MEMCHECK=1): every
+//     fuser_ld*/fuser_st* must stay inside the pointer parameter it was derived from; the launcher
+//     passes each pointer parameter's byte range (fuser_mem_region). A violation ends the block
+//     before the access happens and fails the launch naming kernel, block, thread, parameter,
+//     index and extent (compute-sanitizer's memcheck for the same source). Without the flag the
+//     accessors compile exactly as before: the check costs nothing unless asked for.
 //
 // Deliberate departures from <atomic>/<cmath>: both headers cost 0.2-0.4 s of compile time per
 // module, so atomics use the GCC __atomic builtins (what std::atomic_ref compiles to) and math
@@ -65,10 +71,17 @@
 // ---------------------------------------------------------------------------------------------
 // ABI shared with lowering/cpu_runtime.py (mirrored there with ctypes; bump both together).
 // ---------------------------------------------------------------------------------------------
-#define FUSER_CPU_ABI_VERSION 2  // 2: guarded stack regions ("fuser-s2"), the key has no destructor
+#define FUSER_CPU_ABI_VERSION 3  // 3: memcheck regions; 2: guarded stack regions, the key has no destructor
 #define FUSER_EXPORT __attribute__((visibility("default")))
 
 extern "C" {
+// A pointer parameter's accessible bytes, for memcheck.
+struct fuser_mem_region {
+  uint64_t base;     // the address passed for the parameter
+  uint64_t bytes;    // accessible bytes from base (the whole array)
+  const char* name;  // for reports, e.g. "in3"
+};
+
 struct fuser_launch_config {
   uint32_t grid[3];
   uint32_t block[3];
@@ -76,6 +89,8 @@ struct fuser_launch_config {
   int32_t num_threads;          // OS threads; <= 0 means OpenMP's default
   uint64_t dynamic_smem_bytes;  // size of FUSER_DYNAMIC_SHARED storage per block
   int64_t stack_key;            // pthread key of the per-thread fiber stacks shared by all modules; -1: none
+  const fuser_mem_region* regions;  // memcheck builds: one per pointer parameter (others ignore it)
+  uint32_t num_regions;
 };
 
 struct fuser_launch_stats {
@@ -83,9 +98,18 @@ struct fuser_launch_stats {
   uint64_t bytes_stored;  // sum of fuser_st* bytes over all threads
   int32_t error_code;     // one of fuser_emu::Error; 0 on success
   char error[500];        // NUL-terminated message when error_code != 0
+  // error_code == kOutOfBounds: the failed access (element index, not bytes).
+  int32_t bad_region;    // index into fuser_launch_config::regions; -1: no parameter contains the pointer
+  int64_t bad_index;     // element index relative to the region's base
+  uint64_t bad_extent;   // the region's extent in elements
 };
 
 FUSER_EXPORT int fuser_cpu_abi_version(void) { return FUSER_CPU_ABI_VERSION; }
+#if defined(FUSER_MEMCHECK)
+FUSER_EXPORT int fuser_cpu_memcheck(void) { return 1; }
+#else
+FUSER_EXPORT int fuser_cpu_memcheck(void) { return 0; }
+#endif
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -131,6 +155,7 @@ enum Error : int {
   kWarpMaskMismatch = 6,
   kStackOverflow = 7,
   kOutOfMemory = 8,
+  kOutOfBounds = 9,  // memcheck
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -139,6 +164,8 @@ enum Error : int {
 struct LaunchState {
   const char* kernel;
   int64_t stack_key;
+  const fuser_mem_region* regions;
+  uint32_t num_regions;
   fuser_launch_stats* stats;
   int error;  // accessed with __atomic builtins
   uint64_t bytes_loaded, bytes_stored;
@@ -153,26 +180,29 @@ static thread_local Counters tls_counters;
 
 inline bool launch_failed(const LaunchState* st) { return __atomic_load_n(&st->error, __ATOMIC_RELAXED) != 0; }
 
-// Records an error for the current launch as "kernel 'k'[ block (x,y,z)]: <message>".
-__attribute__((cold)) inline void vreport(int code, bool in_block, const char* fmt, va_list ap) {
+// Records an error for the current launch as "kernel 'k'[ block (x,y,z)]: <message>"; false when
+// an earlier error already won.
+__attribute__((cold)) inline bool vreport(int code, bool in_block, const char* fmt, va_list ap) {
   LaunchState* st = tls_launch;
   int expected = 0;
   if (!st || !__atomic_compare_exchange_n(&st->error, &expected, code, false, __ATOMIC_ACQ_REL,
                                           __ATOMIC_RELAXED))
-    return;
+    return false;
   char* out = st->stats->error;
   const size_t cap = sizeof(st->stats->error);
   int n = in_block ? snprintf(out, cap, "kernel '%s' block (%u,%u,%u): ", st->kernel, blockIdx.x, blockIdx.y,
                               blockIdx.z)
                    : snprintf(out, cap, "kernel '%s': ", st->kernel);
   if (n >= 0 && (size_t)n < cap) vsnprintf(out + n, cap - n, fmt, ap);
+  return true;
 }
 // An error inside the block this OS thread is running.
-__attribute__((format(printf, 2, 3), cold)) inline void report(int code, const char* fmt, ...) {
+__attribute__((format(printf, 2, 3), cold)) inline bool report(int code, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vreport(code, true, fmt, ap);
+  const bool first = vreport(code, true, fmt, ap);
   va_end(ap);
+  return first;
 }
 // An error of the launch as a whole.
 __attribute__((format(printf, 2, 3), cold)) inline void report_launch(int code, const char* fmt, ...) {
@@ -854,6 +884,65 @@ __forceinline__ void run_block_loop(Body& body) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Memcheck (-DFUSER_MEMCHECK): fuser_ld*/fuser_st* call check_access before touching memory.
+// ---------------------------------------------------------------------------------------------
+#if defined(FUSER_MEMCHECK)
+// Loop mode runs a block on the OS thread's own stack: a violation jumps back to the block's start.
+static thread_local jmp_buf* tls_loop_abort;
+
+// Ends the current thread's block without performing the bad access (as a GPU kernel dies on it).
+[[noreturn]] inline void abort_block() {
+  if (tls_block) fail_block(tls_block, tls_block->current);
+  longjmp(*tls_loop_abort, 1);
+}
+
+// The region an access through `p` belongs to: the parameter whose address p is (what generated
+// code always passes), else one containing p, its one-past-the-end included (a pointer the kernel
+// derived); -1: none.
+inline int region_of(const LaunchState* st, uint64_t p) {
+  for (uint32_t i = 0; i < st->num_regions; ++i)
+    if (st->regions[i].base == p) return (int)i;
+  for (uint32_t i = 0; i < st->num_regions; ++i)
+    if (p - st->regions[i].base <= st->regions[i].bytes) return (int)i;
+  return -1;
+}
+
+__attribute__((cold, noinline)) inline void report_out_of_bounds(uint64_t p, long long idx, unsigned elem_bytes,
+                                                                  int n, const char* what, int r) {
+  LaunchState* st = tls_launch;
+  const unsigned bytes = elem_bytes * (unsigned)n;
+  if (r < 0) {
+    if (report(kOutOfBounds, "thread (%u,%u,%u): %s of %u bytes at %p + %lld elements: the pointer lies in no "
+               "pointer parameter", threadIdx.x, threadIdx.y, threadIdx.z, what, bytes, (void*)p, idx))
+      st->stats->bad_region = -1, st->stats->bad_index = idx, st->stats->bad_extent = 0;
+    return;
+  }
+  const fuser_mem_region& reg = st->regions[r];
+  // Index and extent in elements of the access's type, counted from the parameter's base.
+  const long long index = (long long)((__int128)(p - reg.base) / elem_bytes + idx);
+  const unsigned long long extent = reg.bytes / elem_bytes;
+  if (report(kOutOfBounds, "thread (%u,%u,%u): out-of-bounds %s of %u bytes: %s[%lld]%s, but %s has %llu elements "
+             "(%llu bytes)", threadIdx.x, threadIdx.y, threadIdx.z, what, bytes, reg.name, index,
+             n > 1 ? " (vector)" : "", reg.name, extent, (unsigned long long)reg.bytes))
+    st->stats->bad_region = r, st->stats->bad_index = index, st->stats->bad_extent = extent;
+}
+
+// Checks that elements [idx, idx+n) of ptr lie inside the parameter ptr came from.
+template <class T, class I>
+__forceinline__ void check_access(const T* ptr, I idx, int n, const char* what) {
+  const LaunchState* st = tls_launch;
+  const uint64_t p = (uint64_t)ptr;
+  const int r = region_of(st, p);
+  if (r >= 0) {
+    const __int128 lo = (__int128)(p - st->regions[r].base) + (__int128)(long long)idx * (__int128)sizeof(T);
+    if (__builtin_expect(lo >= 0 && lo + (__int128)(sizeof(T) * n) <= (__int128)st->regions[r].bytes, 1)) return;
+  }
+  report_out_of_bounds(p, (long long)idx, sizeof(T), n, what, r);
+  abort_block();
+}
+#endif
+
+// ---------------------------------------------------------------------------------------------
 // Dynamic shared memory (FUSER_DYNAMIC_SHARED): one buffer per OS thread, refilled with 0xff
 // before every block so that reads before writes produce NaN / -1 rather than stale data.
 // ---------------------------------------------------------------------------------------------
@@ -924,10 +1013,20 @@ struct KernelBody {
   void* ctx;
 };
 
+inline void run_block_as_loop(const KernelBody& body) {
+#if defined(FUSER_MEMCHECK)
+  jmp_buf recover;  // a memcheck violation in this block continues here (see abort_block)
+  tls_loop_abort = &recover;
+  if (setjmp(recover) != 0) return;
+#endif
+  body.loop_block(body.ctx);
+}
+
 inline int run_grid(const char* kernel, const fuser_launch_config* cfg, fuser_launch_stats* stats,
                     const KernelBody& body) {
   *stats = {};
-  LaunchState st{kernel, cfg->stack_key, stats, 0, 0, 0};
+  stats->bad_region = -1;
+  LaunchState st{kernel, cfg->stack_key, cfg->regions, cfg->num_regions, stats, 0, 0, 0};
   if (int e = validate(cfg, &st)) return stats->error_code = e;
   const uint64_t gx = cfg->grid[0], gy = cfg->grid[1];
   const long long nblocks = (long long)(gx * gy * cfg->grid[2]);
@@ -947,7 +1046,7 @@ inline int run_grid(const char* kernel, const fuser_launch_config* cfg, fuser_la
       if (fibers)
         run_block_fibers(body.thread, body.ctx);
       else
-        body.loop_block(body.ctx);
+        run_block_as_loop(body);
     }
     worker_end(&st);
   }

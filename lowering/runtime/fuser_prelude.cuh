@@ -46,7 +46,9 @@
 //   CpuModule.from_source(source).launch("k", grid, block, [arrays and numpy scalars],
 //                                        needs_sync=<kernel uses any Sync op>, dynamic_smem_bytes=...)
 //   returns the bytes loaded/stored through the accessors above; deadlocks, barrier divergence and
-//   misaligned vector accesses raise lowering.errors.LaunchError.
+//   misaligned vector accesses raise lowering.errors.LaunchError. Compiled with -DFUSER_MEMCHECK
+//   (FUSER_MEMCHECK=1), every accessor first checks that its elements lie inside the pointer
+//   parameter ptr came from; a violation raises lowering.errors.MemcheckError instead.
 #ifndef FUSER_PRELUDE_CUH
 #define FUSER_PRELUDE_CUH
 
@@ -55,11 +57,17 @@
 #define FUSER_COUNT_LOAD(bytes) ::fuser_emu::count_load(bytes)
 #define FUSER_COUNT_STORE(bytes) ::fuser_emu::count_store(bytes)
 #define FUSER_DYNAMIC_SHARED(T, name) T* name = reinterpret_cast<T*>(::fuser_emu::dynamic_smem())
+#if defined(FUSER_MEMCHECK)
+#define FUSER_CHECK_ACCESS(ptr, idx, n, what) ::fuser_emu::check_access(ptr, idx, n, what)
+#else
+#define FUSER_CHECK_ACCESS(ptr, idx, n, what) ((void)0)
+#endif
 #else
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #define FUSER_COUNT_LOAD(bytes) ((void)0)
 #define FUSER_COUNT_STORE(bytes) ((void)0)
+#define FUSER_CHECK_ACCESS(ptr, idx, n, what) ((void)0)
 #define FUSER_DYNAMIC_SHARED(T, name)                                 \
   extern __shared__ __align__(16) unsigned char fuser_dynamic_smem[]; \
   T* name = reinterpret_cast<T*>(fuser_dynamic_smem)
@@ -98,18 +106,21 @@ __device__ __forceinline__ constexpr bool fuser_vec_ok() {
 
 template <class T, class I>
 __device__ __forceinline__ T fuser_ld(const T* ptr, I idx) {
+  FUSER_CHECK_ACCESS(ptr, idx, 1, "load");
   FUSER_COUNT_LOAD(sizeof(T));
   return ptr[idx];
 }
 
 template <class T, class I>
 __device__ __forceinline__ T fuser_ldg(const T* ptr, I idx) {
+  FUSER_CHECK_ACCESS(ptr, idx, 1, "load");
   FUSER_COUNT_LOAD(sizeof(T));
   return __ldg(ptr + idx);
 }
 
 template <class T, class I>
 __device__ __forceinline__ void fuser_st(T* ptr, I idx, typename fuser_identity<T>::type value) {
+  FUSER_CHECK_ACCESS(ptr, idx, 1, "store");
   FUSER_COUNT_STORE(sizeof(T));
   ptr[idx] = value;
 }
@@ -119,6 +130,7 @@ __device__ __forceinline__ void fuser_ld_vec(const T* ptr, I idx, T* out) {
   static_assert(fuser_vec_ok<T, N>(), "fuser_ld_vec: N*sizeof(T) must be 2, 4, 8 or 16 bytes");
 #if defined(FUSER_CPU)
   // Element loop: the same bytes as one wide access without breaking strict aliasing.
+  FUSER_CHECK_ACCESS(ptr, idx, N, "load");
   ::fuser_emu::check_aligned(ptr + idx, sizeof(T) * N, "fuser_ld_vec");
   FUSER_COUNT_LOAD(sizeof(T) * N);
   for (int k = 0; k < N; ++k) out[k] = ptr[idx + k];
@@ -133,6 +145,7 @@ template <int N, class T, class I>
 __device__ __forceinline__ void fuser_st_vec(T* ptr, I idx, const T* in) {
   static_assert(fuser_vec_ok<T, N>(), "fuser_st_vec: N*sizeof(T) must be 2, 4, 8 or 16 bytes");
 #if defined(FUSER_CPU)
+  FUSER_CHECK_ACCESS(ptr, idx, N, "store");
   ::fuser_emu::check_aligned(ptr + idx, sizeof(T) * N, "fuser_st_vec");
   FUSER_COUNT_STORE(sizeof(T) * N);
   for (int k = 0; k < N; ++k) ptr[idx + k] = in[k];

@@ -40,3 +40,23 @@ def test_one_case_on_the_cpu_backend(tmp_path, monkeypatch):
     row.update(kind=case.kind, dtype=case.dtype, backend="cpu")
     text = report.table([row], gpu=False)
     assert "bcast_chain" in text and text.count("\n") == 2
+
+
+@pytest.mark.skipif(not cpu_compiler_available(), reason="no g++ for the CPU backend")
+def test_memcheck_overhead_is_measured(tmp_path, monkeypatch):
+    monkeypatch.setenv("FUSER_CACHE_DIR", str(tmp_path))
+    case = cases.Case("bcast_chain", "f32", cases.KINDS["bcast_chain"].tiny)
+    record = measure.memcheck_overhead(case, reps=1)
+    assert record["off_ms"] > 0 and record["on_ms"] > 0, record
+    assert "bcast_chain f32" in report.memcheck_line([record])
+
+
+def test_results_go_to_an_untracked_folder_unless_saved(tmp_path, monkeypatch):
+    from fuser.benchmarks import cli
+
+    monkeypatch.chdir(tmp_path)
+    tracked = report.RESULTS_MD.stat().st_mtime_ns if report.RESULTS_MD.exists() else None
+    cli.save_results({"rows": []}, "### a run\n", cli.parse_args(["--quick"]))
+    assert (tmp_path / "benchmarks-out" / "results.md").read_text().endswith("### a run\n\n")
+    assert (tmp_path / "benchmarks-out" / "results.json").exists()
+    assert (report.RESULTS_MD.stat().st_mtime_ns if report.RESULTS_MD.exists() else None) == tracked

@@ -1,0 +1,28 @@
+"""Session-wide settings of the pytest suite.
+
+* FUSER_MEMCHECK=1 (unless set): every cpu launch in the suite checks each global access against
+  the buffer it goes through, so an out-of-bounds index fails the test that caused it instead of
+  reading garbage. FUSER_MEMCHECK=0 runs the suite unchecked.
+* FUSER_CACHE_DIR: a fresh folder per session (removed at its end), so the suite neither fills
+  nor depends on the user's ~/.cache/fuser; kernels are still shared by all tests of a session.
+  FUSER_TEST_CACHE_DIR=<folder> uses (and keeps) that folder instead, for a warm cache across runs.
+
+Both are set at import, before any test module can read a setting.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+os.environ.setdefault("FUSER_MEMCHECK", "1")
+
+_KEPT_CACHE = os.environ.get("FUSER_TEST_CACHE_DIR", "").strip()
+_SESSION_CACHE = _KEPT_CACHE or tempfile.mkdtemp(prefix="fuser-test-cache-")
+os.environ["FUSER_CACHE_DIR"] = _SESSION_CACHE
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if not _KEPT_CACHE:
+        shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
