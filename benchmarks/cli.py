@@ -155,7 +155,8 @@ def memcheck_overheads(spec: str) -> list[dict]:
     records = []
     for case in chosen:
         records.append(measure.memcheck_overhead(case))
-        log(f"memcheck overhead {case.label}: {records[-1]}")
+        r = records[-1]
+        log(f"memcheck overhead {case.label}: {r['off_ms']:.2f} -> {r['on_ms']:.2f} ms")
     return records
 
 
