@@ -22,7 +22,7 @@ kernel serves every batch size its schedule was chosen for.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.dialects import arith
@@ -507,6 +507,109 @@ class KernelEmitter:
 
     def numel(self, value: SSAValue, dims: Sequence[int]) -> str:
         return " * ".join(self.extent(value, d) for d in dims) or "1LL"
+
+
+@dataclass(frozen=True)
+class Read:
+    """`operand` is read at `idx` (under a branch when `conditional`: pad and cat read their
+    input only where it lies)."""
+
+    operand: SSAValue
+    idx: tuple[Ix, ...]
+    conditional: bool = False
+
+
+def _same(op, idx):
+    return [Read(v, idx) for v in op.operands if isinstance(v.type, TensorType)]
+
+
+def _broadcast(op: L.BroadcastOp, idx):
+    new = set(op.dims.get_values())
+    return [Read(op.input, tuple(ix for d, ix in enumerate(idx) if d not in new))]
+
+
+def _broadcast_in_dim(op: L.BroadcastInDimOp, idx):
+    return [Read(op.input, tuple(idx[o] for o in op.dims.get_values()))]
+
+
+def _squeeze(op: L.SqueezeOp, idx):
+    squeezed = set(op.dims.get_values())
+    it = iter(idx)
+    return [Read(op.input, tuple(ZERO if d in squeezed else next(it) for d in range(op.input.type.rank)))]
+
+
+def _permute(op: L.PermuteOp, idx):
+    src: list[Ix] = [ZERO] * len(idx)
+    for i, p in enumerate(op.dims.get_values()):
+        src[p] = idx[i]
+    return [Read(op.input, tuple(src))]
+
+
+def _reshape(op: L.ReshapeOp, idx):
+    position = computed(idx)
+    return [Read(op.input, (position,) * op.input.type.rank)]
+
+
+def _slice(op: R.SliceOp, idx):
+    steps = op.steps.get_values()
+    return [Read(op.input, tuple(shifted(ix, ("slice", op, d, steps[d])) for d, ix in enumerate(idx)))]
+
+
+def _pad(op: R.PadOp, idx):
+    widths = op.mixed_widths
+    padded = [not (widths[2 * d] == 0 and widths[2 * d + 1] == 0) for d in range(op.input.type.rank)]
+    src = tuple(computed([ix]) if p else ix for ix, p in zip(idx, padded))
+    return [Read(op.input, src, conditional=any(padded))]
+
+
+def _cat(op: R.CatOp, idx):
+    dim = op.dim.value.data
+    reads = []
+    for k, v in enumerate(op.inputs):
+        src = list(idx)
+        src[dim] = shifted(idx[dim], ("cat", op, k))
+        reads.append(Read(v, tuple(src), conditional=True))
+    return reads
+
+
+def _lookup(op, idx, index_idx):
+    position = computed(index_idx)
+    src = list(idx)
+    src[op.axis] = position
+    return [Read(op.index, tuple(index_idx)), Read(op.input, tuple(src))]
+
+
+def _index_select(op: G.IndexSelectOp, idx):
+    return _lookup(op, idx, [idx[op.axis]] if op.index.type.rank == 1 else [])
+
+
+def _nothing(op, idx):
+    return []
+
+
+ACCESS_RULES: dict[type[Operation], Callable[[Operation, tuple[Ix, ...]], list[Read]]] = {
+    C.UnaryOp: _same,
+    C.BinaryOp: _same,
+    C.WhereOp: _same,
+    C.CastOp: _same,
+    C.ReductionOp: _nothing,  # inside its kernel a reduction result is a register
+    L.BroadcastOp: _broadcast,
+    L.BroadcastInDimOp: _broadcast_in_dim,
+    L.SqueezeOp: _squeeze,
+    L.ExpandOp: _same,
+    L.PermuteOp: _permute,
+    L.ReshapeOp: _reshape,
+    R.SliceOp: _slice,
+    R.PadOp: _pad,
+    R.CatOp: _cat,
+    G.GatherOp: lambda op, idx: _lookup(op, idx, idx),
+    G.TakeAlongAxisOp: lambda op, idx: _lookup(op, idx, idx),
+    G.IndexSelectOp: _index_select,
+    F.IotaOp: _nothing,
+    F.FullOp: _nothing,
+}
+"""Per op class: at which index each tensor operand is read for one element of the result
+(mirrors the op's emitter below; lowering/analysis.py walks kernels with it)."""
 
 
 EMITTERS: dict[type[Operation], object] = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, result_def
 
-from fuser.lowering.emit_cuda import EMITTERS
+from fuser.lowering.emit_cuda import ACCESS_RULES, EMITTERS
 from fuser_dialect.dialect import Fuser
 from fuser_dialect.op_table import OP_TABLE, NotApplicable, missing_pieces, register, same_dims, same_position
 from fuser_dialect.types import TensorType
@@ -16,6 +16,15 @@ from fuser_dialect.types import TensorType
 def test_every_fuser_op_has_every_piece(op_type):
     problems = missing_pieces(op_type, EMITTERS)
     assert not problems, "\n".join(problems)
+
+
+def test_every_emitter_has_an_access_rule():
+    """The kernel analysis walks kernels with ACCESS_RULES the way emission does with
+    EMITTERS: an op the emitter handles but the analysis cannot follow would be scheduled blind."""
+    assert set(EMITTERS) == set(ACCESS_RULES), {
+        "emitter without access rule": sorted(c.__name__ for c in set(EMITTERS) - set(ACCESS_RULES)),
+        "access rule without emitter": sorted(c.__name__ for c in set(ACCESS_RULES) - set(EMITTERS)),
+    }
 
 
 def test_every_declared_absence_says_why():
