@@ -68,6 +68,21 @@ class GroupAccess:
     """Tensors loaded with the innermost loop variable as their last index and nowhere else,
     when every load of the group is of that form or independent of it: then consecutive
     threads read consecutive elements and VEC of them can move as one access. None: no."""
+    cone_ops: int = 0
+    """Ops computed per element of the group (its outputs' backward cone inside the kernel)."""
+
+
+def cone_ops(produced: dict[SSAValue, Operation], roots: Sequence[SSAValue]) -> int:
+    """How many ops of the kernel the values `roots` depend on (each op once)."""
+    seen: set[SSAValue] = set()
+    stack = [v for v in roots if v in produced]
+    while stack:
+        value = stack.pop()
+        if value in seen:
+            continue
+        seen.add(value)
+        stack.extend(v for v in produced[value].operands if v in produced and v not in seen)
+    return len(seen)
 
 
 def group_access(produced: dict[SSAValue, Operation], outputs: Sequence[SSAValue]) -> GroupAccess:
@@ -88,13 +103,16 @@ def group_access(produced: dict[SSAValue, Operation], outputs: Sequence[SSAValue
             vectorizable = False
         elif load.value not in vector:
             vector.append(load.value)
-    return GroupAccess(max(best, 0), tuple(vector) if vectorizable else None)
+    return GroupAccess(max(best, 0), tuple(vector) if vectorizable else None, cone_ops(produced, outputs))
 
 
 @dataclass(frozen=True)
 class RowAccess:
-    """Row kernels: the loads more than one phase reads, by (value, structural index). A
-    persistent schedule keeps them in registers after the first phase, so the row is read once."""
+    """Row kernels: the values more than one phase reads, by (value, structural index) —
+    global loads and values computed in the row loop alike. A persistent schedule keeps them in
+    registers after the phase that first computes them, so the row is read once and a chain of
+    dependent reductions (t = t - max(t), repeated) computes each link once, not once per
+    later phase."""
 
     reused: frozenset[tuple[SSAValue, tuple]]
 
@@ -108,23 +126,45 @@ def _row_phase_roots(plan: KernelPlan, online: dict) -> list[list[SSAValue]]:
 
 def row_access(plan: KernelPlan, online: dict) -> RowAccess:
     """`online`: max/sum pairs fused into one phase (only when the row is not in registers;
-    a persistent kernel has every reduction in its own phase)."""
+    a persistent kernel has every reduction in its own phase).
+
+    Each phase is walked from its roots like emission; a (value, index) that varies along the
+    row and an earlier phase computed unconditionally is where the walk stops: that phase keeps
+    it, this one reads it back. Each phase's walk is therefore linear in what it adds."""
     assert plan.domain is not None
     produced = {op.results[0]: op for op in plan.ops}
     rank = plan.domain.type.rank  # type: ignore[union-attr]
     domain = [loop_var(d) for d in range(rank)]
     kept = frozenset(d for d in range(rank) if d not in plan.reduced_dims)
     reduced = frozenset(plan.reduced_dims)
-    phases_of: dict[tuple, int] = {}
-    for phase, roots in enumerate(_row_phase_roots(plan, online)):
-        for load in global_loads(produced, [(v, domain) for v in roots]):
-            if load.conditional or depends_only_on(load.idx, kept) or depends_only_on(load.idx, reduced):
-                continue  # read under a branch, once per row, or once per block: not a row buffer
-            key = structural_key(load.idx)
-            if key is None:
+    earlier: set[tuple] = set()
+    reused: set[tuple] = set()
+    for roots in _row_phase_roots(plan, online):
+        this_phase: set[tuple] = set()
+        seen: set[tuple] = set()
+        stack = [(v, _normalised(v, domain), False) for v in reversed(roots)]
+        while stack:
+            value, idx, conditional = stack.pop()
+            if (value, idx, conditional) in seen:
                 continue
-            phases_of.setdefault((load.value, key), set()).add(phase)  # type: ignore[arg-type]
-    return RowAccess(frozenset(k for k, phases in phases_of.items() if len(phases) > 1))
+            seen.add((value, idx, conditional))
+            key = structural_key(idx)
+            along_row = key is not None and not depends_only_on(idx, kept) and not depends_only_on(idx, reduced)
+            if along_row and not conditional:
+                if (value, key) in earlier:
+                    reused.add((value, key))
+                    continue
+                this_phase.add((value, key))
+            op = produced.get(value)
+            if op is None:
+                continue
+            rule = ACCESS_RULES.get(type(op))
+            if rule is None:
+                raise NotImplementedError(f"no access rule for {op.name} (lowering/emit_cuda.py ACCESS_RULES)")
+            for read in reversed(rule(op, idx)):
+                stack.append((read.operand, _normalised(read.operand, read.idx), conditional or read.conditional))
+        earlier |= this_phase
+    return RowAccess(frozenset(reused))
 
 
 class KernelAnalysis:
@@ -143,5 +183,5 @@ class KernelAnalysis:
         return row_access(self.plan, {})
 
 
-__all__ = ["GroupAccess", "KernelAnalysis", "Load", "RowAccess", "global_loads",
+__all__ = ["GroupAccess", "KernelAnalysis", "Load", "RowAccess", "cone_ops", "global_loads",
            "group_access", "row_access", "DROP", "FULL", "KEEP"]

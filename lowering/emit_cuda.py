@@ -130,7 +130,7 @@ class KernelEmitter:
         self.red_regs: dict[SSAValue, str] = {}
         self.reused = reused
         """(value, structural index) of the loads several phases read (lowering/analysis.py)."""
-        self.buffers: dict[tuple, str] = {}  # reused load -> its register array
+        self.buffers: dict[tuple, str] = {}  # (value, structural index) kept across phases -> its register array
         self.buffer_section: Section | None = None
         self.filled: set[tuple] = set()
         self.invariant: dict[tuple, str] = {}  # row-invariant load -> its register array
@@ -216,6 +216,36 @@ class KernelEmitter:
 
     # -- values -------------------------------------------------------------------------
     def emit(self, v: SSAValue, idx: Sequence[Ix]) -> str:
+        """C expression of `v` at `idx`. Emitters are generators that yield the (operand,
+        index) pairs they need and receive their expressions: this loop drives them with an
+        explicit stack, so a chain of any length never nests Python frames."""
+        found = self._known(v, idx)
+        if isinstance(found, str):
+            return found
+        stack = [found]
+        sent: str | None = None
+        while True:
+            key, work = stack[-1]
+            try:
+                request = work.send(sent)
+            except StopIteration as done:
+                stack.pop()
+                expr = self._computed(key, done.value)
+                if not stack:
+                    return expr
+                sent = expr
+                continue
+            found = self._known(*request)
+            if isinstance(found, str):
+                sent = found
+            else:
+                stack.append(found)
+                sent = None
+
+    def _known(self, v: SSAValue, idx: Sequence[Ix]):
+        """The expression of `v` at `idx` if it needs no further operands (memoised, kept in a
+        row buffer by an earlier phase, a load, a leaf op), else (memo key, the running
+        emitter of its op)."""
         t = v.type
         assert isinstance(t, TensorType), v
         idx = tuple(ZERO if e == BROADCAST else i for e, i in zip(t.shape, idx))
@@ -223,12 +253,46 @@ class KernelEmitter:
         for scope in reversed(self.s.memo):
             if key in scope:
                 return scope[key]
-        if v in self.produced:
-            expr = self.emit_op(self.produced[v], idx)
-        else:
+        op = self.produced.get(v)
+        if op is None:
             expr = self.load(v, idx)
+            self.s.memo[-1][key] = expr
+            return expr
+        kept = self._row_buffer(v, idx)
+        if kept is not None and kept in self.filled:
+            expr = self.tmp(X.COMPUTE_TYPE[t.dtype], f"{self.buffers[kept]}[{self.s.loop.slot}]", "v")  # type: ignore[union-attr]
+            self.s.memo[-1][key] = expr
+            return expr
+        expr = self.emit_op(op, idx)
+        if isinstance(expr, str):
+            return self._computed(key, expr)
+        return key, expr
+
+    def _computed(self, key: tuple, expr: str) -> str:
+        """Memoises a computed value; the first phase that computes a value later phases read
+        keeps it in its row buffer."""
         self.s.memo[-1][key] = expr
+        kept = self._row_buffer(*key)
+        if kept is not None and kept not in self.filled:
+            self.filled.add(kept)
+            self.line(f"{self.row_buffer_name(kept, key[0])}[{self.s.loop.slot}] = {expr};")  # type: ignore[union-attr]
         return expr
+
+    def _row_buffer(self, v: SSAValue, idx: tuple[Ix, ...]) -> tuple | None:
+        """(v, structural index) when this access is one the kernel analysis keeps in a
+        per-thread register array across phases (a persistent row, outside any branch)."""
+        if self.s.loop is None or self.s.cond_depth or not self.reused:
+            return None
+        kept = (v, structural_key(idx))
+        return kept if kept in self.reused else None
+
+    def row_buffer_name(self, kept: tuple, v: SSAValue) -> str:
+        if kept not in self.buffers:
+            assert self.buffer_section is not None, "a persistent row opens its buffer section first"
+            self.buffers[kept] = f"buf{len(self.buffers)}"
+            ctype = X.COMPUTE_TYPE[v.type.dtype]  # type: ignore[union-attr]
+            self.buffer_section.line(f"{ctype} {self.buffers[kept]}[{self.schedule.iters}];")
+        return self.buffers[kept]
 
     def offset(self, v: SSAValue, idx: Sequence[Ix]) -> str:
         t = v.type
@@ -250,16 +314,12 @@ class KernelEmitter:
             return self.tmp(ctype, raw, "v")
         if depends_only_on(idx, loop.reduced):
             return self.invariant_load((v, idx), ctype, raw, loop)
-        key = (v, structural_key(idx))
-        if key not in self.reused:
+        kept = self._row_buffer(v, idx)
+        if kept is None:
             return self.tmp(ctype, raw, "v")
-        if key not in self.buffers:
-            assert self.buffer_section is not None, "a persistent row opens its buffer section first"
-            self.buffers[key] = f"buf{len(self.buffers)}"
-            self.buffer_section.line(f"{ctype} {self.buffers[key]}[{self.schedule.iters}];")
-        buf = self.buffers[key]
-        if key not in self.filled:
-            self.filled.add(key)
+        buf = self.row_buffer_name(kept, v)
+        if kept not in self.filled:
+            self.filled.add(kept)
             self.line(f"{buf}[{loop.slot}] = {raw};")
         return self.tmp(ctype, f"{buf}[{loop.slot}]", "v")
 
@@ -320,7 +380,9 @@ class KernelEmitter:
             self.line(f"if (fuser_first_row) {self.invariant[key]}[{loop.slot}] = {raw};")
         return self.tmp(ctype, f"{self.invariant[key]}[{loop.slot}]", "v")
 
-    def emit_op(self, op: Operation, idx: tuple[str, ...]) -> str:
+    def emit_op(self, op: Operation, idx: tuple[Ix, ...]):
+        """The op's expression (str), or a generator yielding (operand, index) requests and
+        returning it (see `emit`)."""
         handler = EMITTERS.get(type(op))
         if handler is None:
             raise NotImplementedError(f"CUDA emission of {op.name} is not implemented")
@@ -329,32 +391,34 @@ class KernelEmitter:
     # elementwise
     def op_UnaryOp(self, op: C.UnaryOp, idx):
         src, dst = op.input.type.dtype, op.result.type.dtype
-        x = self.emit(op.input, idx)
+        x = yield op.input, idx
         expr = X.unary_expr(op.op_kind, x, src)
         return self.tmp(X.COMPUTE_TYPE[dst], expr if dst == "i1" else X.round_expr(expr, dst))
 
-    def _operand(self, v: SSAValue, idx, dtype: str) -> str:
+    def _operand(self, v: SSAValue, idx, dtype: str):
         if isinstance(v.type, TensorType):
-            return self.emit(v, idx)
+            return (yield v, idx)
         return self.scalar(v, X.COMPUTE_TYPE[dtype])
 
     def op_BinaryOp(self, op: C.BinaryOp, idx):
         dtype = next(v.type.dtype for v in op.operands if isinstance(v.type, TensorType))
-        a, b = (self._operand(v, idx, dtype) for v in op.operands)
+        a = yield from self._operand(op.lhs, idx, dtype)
+        b = yield from self._operand(op.rhs, idx, dtype)
         dst = op.result.type.dtype
         expr = X.binary_expr(op.op_kind, a, b, dtype)
         return self.tmp(X.COMPUTE_TYPE[dst], expr if dst == "i1" else X.round_expr(expr, dst))
 
     def op_WhereOp(self, op: C.WhereOp, idx):
         dtype = op.result.type.dtype
-        cond = self._operand(op.cond, idx, "i1")
-        a, b = (self._operand(v, idx, dtype) for v in (op.lhs, op.rhs))
+        cond = yield from self._operand(op.cond, idx, "i1")
+        a = yield from self._operand(op.lhs, idx, dtype)
+        b = yield from self._operand(op.rhs, idx, dtype)
         t = X.COMPUTE_TYPE[dtype]
         return self.tmp(t, f"({cond} ? ({t}){a} : ({t}){b})")
 
     def op_CastOp(self, op: C.CastOp, idx):
         src, dst = op.input.type.dtype, op.result.type.dtype
-        return self.tmp(X.COMPUTE_TYPE[dst], X.convert_expr(self.emit(op.input, idx), src, dst))
+        return self.tmp(X.COMPUTE_TYPE[dst], X.convert_expr((yield op.input, idx), src, dst))
 
     def op_ReductionOp(self, op: C.ReductionOp, idx):
         if op.result not in self.red_regs:
@@ -364,25 +428,25 @@ class KernelEmitter:
     # layout
     def op_BroadcastOp(self, op: L.BroadcastOp, idx):
         new = set(op.dims.get_values())
-        return self.emit(op.input, [i for d, i in enumerate(idx) if d not in new])
+        return (yield op.input, [i for d, i in enumerate(idx) if d not in new])
 
     def op_BroadcastInDimOp(self, op: L.BroadcastInDimOp, idx):
-        return self.emit(op.input, [idx[o] for o in op.dims.get_values()])
+        return (yield op.input, [idx[o] for o in op.dims.get_values()])
 
     def op_SqueezeOp(self, op: L.SqueezeOp, idx):
         squeezed = set(op.dims.get_values())
         it = iter(idx)
-        return self.emit(op.input, ["0" if d in squeezed else next(it) for d in range(op.input.type.rank)])
+        return (yield op.input, [ZERO if d in squeezed else next(it) for d in range(op.input.type.rank)])
 
     def op_ExpandOp(self, op: L.ExpandOp, idx):
-        return self.emit(op.input, idx)
+        return (yield op.input, idx)
 
     def op_PermuteOp(self, op: L.PermuteOp, idx):
         perm = op.dims.get_values()
-        src = ["0"] * len(perm)
+        src = [ZERO] * len(perm)
         for i, p in enumerate(perm):
             src[p] = idx[i]
-        return self.emit(op.input, src)
+        return (yield op.input, src)
 
     def op_ReshapeOp(self, op: L.ReshapeOp, idx):
         out, inp = op.result, op.input
@@ -395,7 +459,7 @@ class KernelEmitter:
             e = self.extent(inp, d)
             src[d] = computed(idx, self.tmp("long long", f"{lin} % {e}", "j"))
             lin = self.tmp("long long", f"{lin} / {e}", "l")
-        return self.emit(inp, src)
+        return (yield inp, src)
 
     def op_SliceOp(self, op: R.SliceOp, idx):
         steps = op.steps.get_values()
@@ -404,7 +468,7 @@ class KernelEmitter:
             start = self.param(("slice_start", op, d), "long long", "slice_start", "ss", op=op, dim=d)
             text = f"({start} + ({idx[d].text}) * {step}LL)" if step != 1 else f"({start} + ({idx[d].text}))"
             src.append(shifted(idx[d], ("slice", op, d, step), text))
-        return self.emit(op.input, src)
+        return (yield op.input, src)
 
     def op_PadOp(self, op: R.PadOp, idx):
         dtype = op.result.type.dtype
@@ -421,13 +485,14 @@ class KernelEmitter:
             conds.append(f"({j} >= 0 && {j} < {self.extent(op.input, d)})")
         fill = self.scalar(op.value, t)
         if not conds:
-            return self.emit(op.input, src)
+            return (yield op.input, src)
         self.s.counter += 1
         name = f"p{self.s.counter}"
         self.line(f"{t} {name} = {fill};")
         self.s.cond_depth += 1
         self.open(f"if ({' && '.join(conds)})")
-        self.line(f"{name} = {self.emit(op.input, src)};")
+        value = yield op.input, src
+        self.line(f"{name} = {value};")
         self.close()
         self.s.cond_depth -= 1
         return name
@@ -447,7 +512,8 @@ class KernelEmitter:
             self.open(header)
             src = list(idx)
             src[dim] = shifted(idx[dim], ("cat", op, k), f"({idx[dim].text} - {offset})")
-            self.line(f"{name} = {self.emit(v, src)};")
+            value = yield v, src
+            self.line(f"{name} = {value};")
             self.close()
             offset = end
         self.s.cond_depth -= 1
@@ -455,20 +521,20 @@ class KernelEmitter:
 
     # gather family
     def _lookup(self, op, idx, index_idx) -> str:
-        position = self.emit(op.index, index_idx)
+        position = yield op.index, index_idx
         src = list(idx)
         src[op.axis] = computed(index_idx, f"(long long)({position})")
-        return self.emit(op.input, src)
+        return (yield op.input, src)
 
     def op_GatherOp(self, op: G.GatherOp, idx):
-        return self._lookup(op, idx, idx)
+        return (yield from self._lookup(op, idx, idx))
 
     def op_TakeAlongAxisOp(self, op: G.TakeAlongAxisOp, idx):
-        return self._lookup(op, idx, idx)
+        return (yield from self._lookup(op, idx, idx))
 
     def op_IndexSelectOp(self, op: G.IndexSelectOp, idx):
         index_idx = [idx[op.axis]] if op.index.type.rank == 1 else []
-        return self._lookup(op, idx, index_idx)
+        return (yield from self._lookup(op, idx, index_idx))
 
     # factories
     def op_IotaOp(self, op: F.IotaOp, idx):

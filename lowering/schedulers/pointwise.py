@@ -30,6 +30,10 @@ MIN_INNER = 128
 TARGET_BLOCKS = 1056
 """Blocks a pointwise launch aims for: 8 per SM of an H100."""
 VECTOR_BYTES = 16
+MAX_VECTOR_CONE_OPS = 256
+"""Groups computing more ops per element are not vectorised: at ~64 flops per loaded float an
+element is compute-bound on an H100, so wider accesses gain no bandwidth, while every vector
+lane is an unrolled copy of the whole cone (source, registers and compile time × VEC)."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,7 @@ def vector_width(access: GroupAccess, outputs, shape: tuple[int, ...], arrays: d
     only (access.vector_values), an innermost extent divisible by the width, and every such input
     dense in that dim with rows starting on a 16-byte boundary. Buffers fuser allocates (outputs,
     intermediates) are aligned; an output laid out with another dim innermost is not vectorised."""
-    if access.vector_values is None or not shape:
+    if access.vector_values is None or not shape or access.cone_ops > MAX_VECTOR_CONE_OPS:
         return 1
     itemsize = max(numpy_dtype(v.type.dtype).itemsize for v in (*access.vector_values, *outputs))
     vec = VECTOR_BYTES // itemsize

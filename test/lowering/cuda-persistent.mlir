@@ -1,6 +1,7 @@
 // `-t cuda` on inner persistent kernels (normalizations). Blocks loop over rows; each thread
 // keeps its `iters` elements of the row in a register array (`buf0[k]`, filled by the first
-// phase, read by the later ones), so x is read once; loads that do not depend on the row
+// phase, read by the later ones), so x is read once; a value computed in one phase that a later
+// phase reads (exp(x - max) in softmax) is kept the same way instead of being recomputed; loads that do not depend on the row
 // (weights, biases) are kept across rows (`inv0[k]`, filled on the block's first row only).
 // The block size follows the nominal row length (option `extent`, default 1024): 1/8 of the
 // row rounded up to a warp, at most 1024 threads; beyond 32 elements a thread, no registers.
@@ -24,6 +25,7 @@ func.func @softmax(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<?x?xf32> {
 // CHECK:         for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
 // CHECK-NEXT:      const long long o0 = row;
 // CHECK-NEXT:      float buf0[8];
+// CHECK-NEXT:      float buf1[8];
 // Phase 0 (max) loads x into the register buffer...
 // CHECK-NEXT:      float acc0 = (float)-INFINITY;
 // CHECK-NEXT:      #pragma unroll
@@ -35,11 +37,16 @@ func.func @softmax(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<?x?xf32> {
 // CHECK-NEXT:          const float [[V:v[0-9]+]] = buf0[k];
 // CHECK-NEXT:          acc0 = fuser_max(acc0, (float)[[V]]);
 // CHECK:           acc0 = fuser_block_reduce(acc0, FuserMaxOp(), (float)-INFINITY, fuser_smem_f);
-// ...phase 1 (sum of exp) and the store loop read it back; no other global load.
+// ...phase 1 (sum of exp) reads it back and keeps exp(x - max) in buf1, which the store loop
+// reads instead of computing exp again; no other global load.
+// CHECK-NOT:       fuser_ld
+// CHECK:           buf1[k] = [[E:t[0-9]+]];
+// CHECK-NEXT:      acc1 = fuser_sum(acc1, (float)[[E]]);
 // CHECK-NOT:       fuser_ld
 // CHECK:           acc1 = fuser_block_reduce(acc1, FuserSumOp(), (float)0, fuser_smem_f);
 // CHECK-NOT:       fuser_ld
-// CHECK:           const float [[W:v[0-9]+]] = buf0[k];
+// CHECK-NOT:       expf
+// CHECK:           const float [[W:v[0-9]+]] = buf1[k];
 // CHECK-NOT:       fuser_ld
 // CHECK:           fuser_st(out{{[0-9]+}}, (o0) * st{{[0-9]+}} + (r1) * st{{[0-9]+}}, t{{[0-9]+}});
 // CHECK:       FUSER_HOST_LAUNCHER(fuser_kernel_0_inner_persistent)

@@ -75,12 +75,46 @@ def _softmax():
     return fd
 
 
-def test_softmax_rows_reuse_the_input_across_phases():
+def test_softmax_rows_reuse_the_input_and_exp_across_phases():
     fd = _softmax()
     plan = _single_plan(fd)
     assert plan.scheduler == "inner_persistent"
     (x_arg,) = _args(fd)
-    assert plan.analysis.rows.reused == {(x_arg, (("dim", 0), ("dim", 1)))}
+    exp = next(op.result for op in plan.ops if op.name == "fuser.unary" and op.op_kind.value == "exp")
+    row = (("dim", 0), ("dim", 1))
+    # x: loaded by the max phase, read by the sum phase; exp(x - max): computed by the sum
+    # phase, read by the store loop (which then neither loads x nor recomputes exp).
+    assert plan.analysis.rows.reused == {(x_arg, row), (exp, row)}
+
+
+def _chained_max(links: int):
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1])
+        t = x
+        for _ in range(links):
+            t = fd.ops.sub(t, fd.ops.max(t, dims=[1], keepdim=True))
+        fd.add_output(t)
+    return fd
+
+
+def test_chained_reductions_keep_each_link_once():
+    plan = _single_plan(_chained_max(6))
+    links = {value for value, _ in plan.analysis.rows.reused}
+    # Every link t_k is computed once (phase k) and read back by phase k+1: the walk of a
+    # phase stops at what an earlier phase computed, so no phase re-walks the chain.
+    subs = [op.result for op in plan.ops if op.name == "fuser.binary"]
+    assert links == {plan.domain, *subs[:-1]}
+
+
+def test_chained_reductions_emit_linear_source():
+    """Source size per link is constant: each phase reads the previous link from registers."""
+    def size(links: int) -> int:
+        plan = _single_plan(_chained_max(links))
+        return len("\n".join(render(plan, RowSchedule(128, True, 8)).source.splitlines()))
+
+    small, large = size(20), size(80)
+    per_link_small, per_link_large = small / 20, large / 80
+    assert per_link_large < 1.2 * per_link_small, (small, large)
 
 
 def test_layer_norm_weight_is_row_invariant_not_a_row_buffer():
@@ -93,8 +127,12 @@ def test_layer_norm_weight_is_row_invariant_not_a_row_buffer():
         y = fd.ops.mul(fd.ops.mul(c, fd.ops.rsqrt(var)), fd.ops.broadcast(w, [True, False]))
         fd.add_output(y)
     plan = _single_plan(fd)
-    x_arg, _ = _args(fd)
-    assert {value for value, _ in plan.analysis.rows.reused} == {x_arg}
+    x_arg, w_arg = _args(fd)
+    centred = next(op.result for op in plan.ops if op.name == "fuser.binary" and op.op_kind.value == "sub")
+    # x until the variance phase computes x - mean, which the store loop then reads; the
+    # weight is read once per block (an invariant load), never a row buffer.
+    assert {value for value, _ in plan.analysis.rows.reused} == {x_arg, centred}
+    assert w_arg not in {value for value, _ in plan.analysis.rows.reused}
 
 
 def test_schedules_come_from_the_units():
