@@ -119,7 +119,7 @@ class RowAccess:
 
 def _row_phase_roots(plan: KernelPlan, online: dict) -> list[list[SSAValue]]:
     merged = set(online.values())
-    phases = [[red.input] for red in plan.reductions if red not in merged]
+    phases = [[red.input] for red in plan.row_reductions if red not in merged]
     phases.append([v for v in plan.outputs if plan.forms.get(v) == FULL])
     return phases
 

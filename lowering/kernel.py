@@ -15,9 +15,10 @@ if TYPE_CHECKING:
     from fuser.lowering.analysis import KernelAnalysis
     from fuser.lowering.schedulers.base import SchedulerUnit
 
-FULL, KEEP, DROP = "full", "keep", "drop"
+FULL, KEEP, DROP, GRID = "full", "keep", "drop", "grid"
 """Row kernels: how a value lies relative to the reduction domain D with reduced dims R —
-shaped like D, like D with R broadcast, or like D without R."""
+shaped like D, like D with R broadcast, or like D without R; GRID: a reduction over all the
+rows (of a per-row value) and what is computed from it alone, known once every block is done."""
 
 
 @dataclass(eq=False)
@@ -41,6 +42,14 @@ class KernelPlan:
     forms: dict[SSAValue, str] = field(default_factory=dict)
     """Row kernels: per value, FULL / KEEP / DROP relative to `domain`."""
 
+    def __post_init__(self) -> None:
+        # A kernel that writes nothing has an empty grid or body; segmentation never plans one.
+        if not self.outputs or (self.domain is None and not self.groups):
+            raise ValueError(
+                f"kernel plan {self.index} ({self.scheduler}, {len(self.ops)} ops) writes no output: "
+                "a kernel with nothing to compute must not be planned"
+            )
+
     @property
     def name(self) -> str:
         return f"fuser_kernel_{self.index}_{self.scheduler}"
@@ -60,6 +69,17 @@ class KernelPlan:
     @property
     def reductions(self) -> list[ReductionOp]:
         return [op for op in self.ops if isinstance(op, ReductionOp)]
+
+    @property
+    def row_reductions(self) -> list[ReductionOp]:
+        """The reductions of `reduced_dims` (one phase each), without the grid reductions."""
+        return [op for op in self.reductions if self.forms.get(op.result) != GRID]
+
+    @property
+    def grid_reductions(self) -> list[ReductionOp]:
+        """Reductions over all rows of a per-row value: every block folds its rows, the last
+        block to finish combines the blocks' partials."""
+        return [op for op in self.reductions if self.forms.get(op.result) == GRID]
 
     @cached_property
     def analysis(self) -> KernelAnalysis:

@@ -74,6 +74,9 @@ class Launcher:
             return _SCALAR_CTYPES[p.ctype](value)
         if p.kind == "slice_start":
             return np.int64(self.slice_facts[p.op].bounds[2 * p.dim])
+        if p.kind == "workspace":
+            # Word 0: the finished-block counter; then `dim` partials per block (schedulers/grid.py).
+            return self.mem.pointer(self.mem.workspace(1 + p.dim * self.grid[0]))
         raise AssertionError(p.kind)
 
     def run(self, backend) -> tuple[list[object], list[KernelRecord]]:
@@ -85,6 +88,7 @@ class Launcher:
             block = kernel.schedule.block
             loaded = stored = None
             if grid is not None:
+                self.grid = grid
                 args = [self.argument(p) for p in kernel.params]
                 try:
                     stats = module.launch(kernel.name, grid, block, args, needs_sync=kernel.needs_sync)

@@ -49,6 +49,10 @@ class HostMemory:
     def empty(self, shape, dtype, order, like):
         return empty_like_layout(shape, dtype, order)
 
+    def workspace(self, words: int):
+        """Zero-filled scratch memory of a launch (8-byte words; grid reductions)."""
+        return np.zeros(words, np.uint64)
+
     def element_strides(self, buf) -> tuple[int, ...]:
         return tuple(s // buf.itemsize for s in buf.strides)
 

@@ -27,6 +27,12 @@ class DeviceMemory:
     def empty(self, shape, dtype, order, like):
         return self.gpu.empty(shape, dtype, stride_order=order, like=self.like)
 
+    def workspace(self, words: int):
+        """Zero-filled scratch memory of a launch (8-byte words; grid reductions)."""
+        import numpy as np
+
+        return self.gpu.to_device(np.zeros(words, np.uint64))
+
     def element_strides(self, buf) -> tuple[int, ...]:
         return tuple(buf.strides)
 

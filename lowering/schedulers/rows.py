@@ -33,11 +33,17 @@ from fuser_dialect.types import TensorType
 from fuser.lowering import cuda_exprs as X
 from fuser.lowering.emit_cuda import KernelEmitter, PhaseLoop
 from fuser.lowering.index import ZERO, Ix
-from fuser.lowering.kernel import DROP, FULL, KEEP, KernelPlan
+from fuser.lowering.kernel import DROP, FULL, GRID, KEEP, KernelPlan
 from fuser.lowering.schedulers.base import MAX_GRID, Candidate, KernelBody, SchedulerUnit, Verdict
+from fuser.lowering.schedulers.grid import SMEM_NAME, Accumulator, emit_grid_combine, shared_declarations
 from fuser.lowering.symbolic import B, SymbolicExtents
 
 MAX_PERSISTENT_ITERS = 32
+SPLIT_BLOCK = 512
+SPLIT_ELEMENTS_PER_THREAD = 8
+SPLIT_GRID = 264
+"""A row split over the grid: at most 2 blocks per SM of an H100, each thread folding at
+least 8 elements before the block and grid combine."""
 PERSISTENT_GRID = 132
 """Blocks of a persistent row kernel: one per SM of an H100, each looping over rows, so
 row-invariant loads (weights, biases) are read once per block, not once per row."""
@@ -51,8 +57,13 @@ class RowSchedule:
     """True: a block reduces each row (innermost dim reduced); False: a thread does."""
     iters: int = 0
     """Block per row: elements per thread held in registers (0: the row does not fit)."""
+    split: bool = False
+    """Everything is reduced (one row): the row is split over the grid, the blocks' partials
+    combined by the last block (lowering/schedulers/grid.py)."""
 
     def describe(self) -> str:
+        if self.split:
+            return f"one row split over the grid, block: {self.block}"
         per_row = "block" if self.block_per_row else "thread"
         return f"{per_row} per row, block: {self.block}, iters: {self.iters}"
 
@@ -93,11 +104,16 @@ def _classify_rows(candidate: Candidate) -> RowVerdict:
     sym, reductions = candidate.sym, candidate.reductions
     if not reductions:
         return RowVerdict(Verdict(False, "no reduction"))
-    reduced = reductions[0].reduced_dims
-    ref = min((r.input for r in reductions), key=lambda v: sym.shape(v).count(B))
+    # Reductions of the widest inputs are the row reductions; a reduction of a narrower value
+    # must be a grid reduction (all of a per-row value), checked once the domain is known.
+    widest = max(len(sym.shape(r.input)) for r in reductions)
+    rows_of = [r for r in reductions if len(sym.shape(r.input)) == widest]
+    across = [r for r in reductions if len(sym.shape(r.input)) < widest]
+    reduced = rows_of[0].reduced_dims
+    ref = min((r.input for r in rows_of), key=lambda v: sym.shape(v).count(B))
     domain = sym.shape(ref)
     rset = set(reduced)
-    for r in reductions:
+    for r in rows_of:
         if r.reduced_dims != reduced:
             return RowVerdict(Verdict(False, f"reductions over different dims {_dims(reduced)} and {_dims(r.reduced_dims)}"))
         if shape_form(sym, r.input, domain, rset) is None:
@@ -112,6 +128,12 @@ def _classify_rows(candidate: Candidate) -> RowVerdict:
         return forms.get(v) or (shape_form(sym, v, domain, rset) if isinstance(v.type, TensorType) else None)
 
     for op in candidate.ops:
+        if isinstance(op, C.ReductionOp) and op in across:
+            why = _grid_refusal(sym, op, form_of(op.input), domain)
+            if why:
+                return RowVerdict(Verdict(False, why))
+            forms[op.result] = GRID
+            continue
         if isinstance(op, C.ReductionOp):
             if form_of(op.input) not in (FULL, KEEP):
                 return RowVerdict(Verdict(False, f"{op.name} input is not shaped like the reduction domain"))
@@ -119,7 +141,10 @@ def _classify_rows(candidate: Candidate) -> RowVerdict:
             continue
         if not any(v in forms for v in op.operands):
             continue
-        form = _tainted_form(sym, op, form_of, rset, forms, domain)
+        if any(forms.get(v) == GRID for v in op.operands):
+            form = _grid_form(op, forms)
+        else:
+            form = _tainted_form(sym, op, form_of, rset, forms, domain)
         if form is None or form.startswith("!"):
             return RowVerdict(Verdict(False, form[1:] if form else f"{op.name} remaps the indices of a reduction result"))
         forms[op.results[0]] = form
@@ -132,6 +157,26 @@ def _classify_rows(candidate: Candidate) -> RowVerdict:
                 return RowVerdict(Verdict(False, f"output {_dims(sym.shape(v))} is not shaped like the reduction domain {_dims(domain)}"))
             forms[v] = form
     return RowVerdict(Verdict(True, domain=ref, reduced_dims=tuple(reduced), forms=forms), normalization)
+
+
+def _grid_refusal(sym, op: C.ReductionOp, input_form: str | None, domain: tuple) -> str:
+    """Why `op` cannot be a grid reduction of this kernel ("" when it can): it must reduce
+    every dim of a per-row value (DROP, or KEEP read at the row)."""
+    shape = sym.shape(op.input)
+    if input_form not in (DROP, KEEP):
+        return f"{op.name} of {_dims(shape)} is neither a row reduction of {_dims(domain)} nor a reduction of a per-row value"
+    if len(op.reduced_dims) != len(shape):
+        return f"{op.name} of the per-row value {_dims(shape)} reduces dims {_dims(op.reduced_dims)}, not all of them"
+    return ""
+
+
+def _grid_form(op: Operation, forms: dict) -> str | None:
+    """A value computed from grid reduction results: elementwise on them (and scalars) only."""
+    if not isinstance(op, _ELEMENTWISE):
+        return f"!{op.name} of a grid reduction result is not elementwise"
+    if all(forms.get(v) == GRID for v in op.operands if isinstance(v.type, TensorType)):
+        return GRID
+    return f"!{op.name} combines a grid reduction result with a per-row value"
 
 
 def _tainted_form(sym, op: Operation, form_of, rset: set[int], forms: dict, domain: tuple) -> str | None:
@@ -191,6 +236,8 @@ class RowScheduler(SchedulerUnit):
         if rank and (rank - 1) not in reduced:
             return RowSchedule(128, block_per_row=False)
         row_len = math.prod(domain_shape[d] for d in reduced)
+        if reduced and len(reduced) == rank and not self.normalization:
+            return RowSchedule(SPLIT_BLOCK, True, split=True)
         threads = min(1024, max(32, _round_up(math.ceil(row_len / 8), 32)))
         iters = math.ceil(row_len / threads) if row_len else 1
         return RowSchedule(threads, True, iters if iters <= MAX_PERSISTENT_ITERS else 0)
@@ -200,7 +247,11 @@ class RowScheduler(SchedulerUnit):
         domain = extents.shape(plan.domain)
         rows = math.prod(e for d, e in enumerate(domain) if d not in plan.reduced_dims)
         if rows == 0:
-            return None
+            # No rows, but grid totals still exist (the identity; a mean's 0/0): one block writes them.
+            return (1, 1, 1) if plan.grid_reductions else None
+        if schedule.split:
+            row_len = math.prod(domain)
+            return max(1, min(math.ceil(row_len / (schedule.block * SPLIT_ELEMENTS_PER_THREAD)), SPLIT_GRID)), 1, 1
         if schedule.block_per_row:
             return min(rows, PERSISTENT_GRID if schedule.iters else MAX_GRID), 1, 1
         return max(1, min(math.ceil(rows / schedule.block), MAX_GRID)), 1, 1
@@ -210,19 +261,23 @@ class RowScheduler(SchedulerUnit):
         em = KernelEmitter(plan, schedule, reused)
         kernel = _RowKernel(em)
         kernel.emit()
-        shared = [f"  __shared__ {t} {_SMEM_NAME[t]}[64];" for t in sorted(kernel.smem_types)]
+        shared = [f"  __shared__ {t} {SMEM_NAME[t]}[64];" for t in sorted(kernel.smem_types)]
+        if kernel.grid_combined:
+            shared += shared_declarations()
         return KernelBody(em.text(), shared, tuple(em.params.values()), em.needs_sync)
 
 
 # -- emission --------------------------------------------------------------------------
 
-_SMEM_NAME = {"float": "fuser_smem_f", "double": "fuser_smem_d", "long long": "fuser_smem_ll", "int": "fuser_smem_i"}
-_FUNCTOR = {C.ReductionKind.SUM: "FuserSumOp", C.ReductionKind.PROD: "FuserProdOp",
-            C.ReductionKind.MAX: "FuserMaxOp", C.ReductionKind.MIN: "FuserMinOp"}
-
 
 def _accumulator_type(dtype: str) -> str:
     return "long long" if dtype in ("i32", "i64", "i1") else X.COMPUTE_TYPE[dtype]
+
+
+def _accumulator(name: str, red: C.ReductionOp) -> Accumulator:
+    src = red.input.type.dtype
+    acc_t = _accumulator_type(src)
+    return Accumulator(name, acc_t, red.op_kind, X.reduction_identity(red.op_kind, src if acc_t != "long long" else "i64"))
 
 
 class _RowKernel:
@@ -237,9 +292,12 @@ class _RowKernel:
         self.reduced = list(plan.reduced_dims)
         self.kept = [d for d in range(self.rank) if d not in self.reduced]
         self.block_per_row = em.schedule.block_per_row
+        self.split = em.schedule.split
         self.persistent = self.block_per_row and em.schedule.iters > 0
         self.smem_types: set[str] = set()
         self.r: dict[int, Ix] = {}
+        self.grid_accs = [_accumulator(f"gacc{j}", red) for j, red in enumerate(plan.grid_reductions)]
+        self.grid_combined = False
 
     def full_idx(self, o: dict[int, Ix]) -> list[Ix]:
         return [o[d] if d in o else self.r[d] for d in range(self.rank)]
@@ -252,6 +310,9 @@ class _RowKernel:
             em.line("const long long rl = threadIdx.x + (long long)k * blockDim.x;")
             em.open("if (rl < rlen)")
             em.s.loop = PhaseLoop(phase, "k", frozenset(self.reduced))
+        elif self.split:
+            em.open("for (long long rl = (long long)blockIdx.x * blockDim.x + threadIdx.x; rl < rlen; "
+                    "rl += (long long)gridDim.x * blockDim.x)")
         elif self.block_per_row:
             em.open("for (long long rl = threadIdx.x; rl < rlen; rl += blockDim.x)")
         else:
@@ -269,8 +330,13 @@ class _RowKernel:
         em, plan = self.em, self.em.plan
         em.line(f"const long long rows = {em.numel(self.domain, self.kept)};")
         em.line(f"const long long rlen = {em.numel(self.domain, self.reduced)};")
+        if self.split:
+            self.emit_split()
+            return
         if self.persistent:
             em.invariant_section = em.section()  # weights kept across the rows of a block
+        for acc in self.grid_accs:
+            em.line(f"{acc.ctype} {acc.name} = {acc.identity};")
         if self.block_per_row:
             em.open("for (long long row = blockIdx.x; row < rows; row += gridDim.x)")
         else:
@@ -281,19 +347,15 @@ class _RowKernel:
             em.buffer_section = em.section()  # the row's loads that later phases read again
         # Loads that depend on the row alone (a label, a per-row scale) are read once per row.
         em.hoist_here(allowed=set(self.kept), warp_broadcast=self.block_per_row)
-        online = online_softmax_pairs(plan.reductions) if not self.persistent else {}
+        reductions = plan.row_reductions
+        online = online_softmax_pairs(reductions) if not self.persistent else {}
         merged = set(online.values())
-        for phase, red in enumerate(plan.reductions):
+        for phase, red in enumerate(reductions):
             if red in online:
                 self.online_phase(phase, red, online[red], o)
             elif red not in merged:
                 self.phase(phase, red, o)
-        full = [v for v in plan.outputs if plan.forms.get(v) == FULL]
-        if full:
-            self.open_loop(len(plan.reductions))
-            for v in full:
-                em.store(v, self.full_idx(o))
-            self.close_loop()
+        self.store_full(len(reductions), o)
         self.store_row_outputs(o)
         em.hoist = None
         if em.invariant:
@@ -301,35 +363,86 @@ class _RowKernel:
             assert em.invariant_section is not None
             em.invariant_section.line("bool fuser_first_row = true;")
         em.close()
+        if self.grid_accs:
+            self.grid_combined = True
+            emit_grid_combine(em, self.grid_accs, self.smem_types, self.store_grid_outputs)
 
-    def store_row_outputs(self, o: dict[int, Ix]) -> None:
+    def emit_split(self) -> None:
+        """One row, split over the grid: each phase folds the block's share of the row; the
+        last block combines the partials, then writes the row outputs. (Only kernels whose
+        reductions are independent of each other's results are split: the reduction unit's.)"""
+        em, plan = self.em, self.em.plan
+        em.hoist_here(allowed=set())
+        accs = []
+        for phase, red in enumerate(plan.row_reductions):
+            acc = _accumulator(f"acc{phase}", red)
+            em.line(f"{acc.ctype} {acc.name} = {acc.identity};")
+            self.open_loop(phase)
+            em.line(acc.combine(em.emit(red.input, self.full_idx({}))))
+            self.close_loop()
+            accs.append((red, acc))
+        self.store_full(len(accs), {})
+        em.hoist = None
+        self.grid_combined = True
+
+        def last_block() -> None:
+            for red, acc in accs:
+                self.result_register(red, acc.name)
+            self.store_row_outputs({}, force_thread0=True)
+
+        emit_grid_combine(em, [acc for _, acc in accs], self.smem_types, last_block)
+
+    def store_full(self, phase: int, o: dict[int, Ix]) -> None:
+        em, plan = self.em, self.em.plan
+        full = [v for v in plan.outputs if plan.forms.get(v) == FULL]
+        if full:
+            self.open_loop(phase)
+            for v in full:
+                em.store(v, self.full_idx(o))
+            self.close_loop()
+
+    def store_row_outputs(self, o: dict[int, Ix], force_thread0: bool = False) -> None:
+        """The row's outputs, and its values folded into the grid accumulators."""
         em, plan = self.em, self.em.plan
         rows = [v for v in plan.outputs if plan.forms.get(v) in (KEEP, DROP)]
-        if self.block_per_row:
+        thread0 = self.block_per_row or force_thread0
+        if thread0:
             em.hoist = None  # thread 0 alone stores the row outputs: nothing to share
-        if not rows:
+        if not rows and not self.grid_accs:
             return
-        if self.block_per_row:
+        if thread0:
             em.open("if (threadIdx.x == 0)")
         for v in rows:
-            if plan.forms[v] == KEEP:
-                em.store(v, [o.get(d, ZERO) for d in range(self.rank)])
-            else:
-                em.store(v, [o[d] for d in self.kept])
-        if self.block_per_row:
+            em.store(v, self.row_idx(v, o))
+        for red, acc in zip(plan.grid_reductions, self.grid_accs):
+            em.line(acc.combine(em.emit(red.input, self.row_idx(red.input, o))))
+        if thread0:
             em.close()
+
+    def row_idx(self, v: SSAValue, o: dict[int, Ix]) -> list[Ix]:
+        if self.em.plan.forms.get(v, DROP if v.type.rank == len(self.kept) else KEEP) == KEEP:  # type: ignore[union-attr]
+            return [o.get(d, ZERO) for d in range(self.rank)]
+        return [o[d] for d in self.kept]
+
+    def store_grid_outputs(self) -> None:
+        """In the last block: the grid totals, and the outputs computed from them alone."""
+        em, plan = self.em, self.em.plan
+        for red, acc in zip(plan.grid_reductions, self.grid_accs):
+            self.result_register(red, acc.name)
+        outputs = [v for v in plan.outputs if plan.forms.get(v) == GRID]
+        if not outputs:
+            return
+        em.open("if (threadIdx.x == 0)")
+        for v in outputs:
+            em.store(v, [ZERO] * v.type.rank)  # type: ignore[union-attr]
+        em.close()
 
     def phase(self, phase: int, red: C.ReductionOp, o: dict[int, Ix]) -> None:
         em = self.em
-        src = red.input.type.dtype
-        acc_t = _accumulator_type(src)
-        identity = X.reduction_identity(red.op_kind, src if acc_t != "long long" else "i64")
-        acc = f"acc{phase}"
-        em.line(f"{acc_t} {acc} = {identity};")
-        self.reduce_row(phase, red.input, o, acc_t,
-                        lambda x: f"{acc} = {X.reduction_combine(red.op_kind)}({acc}, ({acc_t}){x});",
-                        f"{acc} = fuser_block_reduce({acc}, {_FUNCTOR[red.op_kind]}(), {identity}, {_SMEM_NAME[acc_t]});")
-        self.result_register(red, acc)
+        acc = _accumulator(f"acc{phase}", red)
+        em.line(f"{acc.ctype} {acc.name} = {acc.identity};")
+        self.reduce_row(phase, red.input, o, acc.ctype, acc.combine, acc.block_reduce())
+        self.result_register(red, acc.name)
 
     def reduce_row(self, phase: int, root: SSAValue, o: dict[int, Ix], acc_t: str,
                    accumulate: Callable[[str], str], block_combine: str) -> None:
@@ -360,7 +473,7 @@ class _RowKernel:
         em.line(f"{t} {m} = ({t})-INFINITY;")
         em.line(f"{t} {s} = ({t})0;")
         self.reduce_row(phase, red_max.input, o, t, lambda x: f"fuser_online_update({m}, {s}, ({t}){x});",
-                        f"fuser_block_reduce_online({m}, {s}, {_SMEM_NAME[t]});")
+                        f"fuser_block_reduce_online({m}, {s}, {SMEM_NAME[t]});")
         self.result_register(red_max, m)
         self.result_register(red_sum, s)
 
