@@ -109,12 +109,36 @@ def group_access(produced: dict[SSAValue, Operation], outputs: Sequence[SSAValue
 @dataclass(frozen=True)
 class RowAccess:
     """Row kernels: the values more than one phase reads, by (value, structural index) —
-    global loads and values computed in the row loop alike. A persistent schedule keeps them in
-    registers after the phase that first computes them, so the row is read once and a chain of
-    dependent reductions (t = t - max(t), repeated) computes each link once, not once per
-    later phase."""
+    global loads and (unless `loads_only`) values computed in the row loop alike. A persistent
+    schedule keeps them per thread after the phase that first computes them, so the row is read
+    once and a chain of dependent reductions (t = t - max(t), repeated) computes each link
+    once, not once per later phase."""
 
-    reused: frozenset[tuple[SSAValue, tuple]]
+    kept: tuple[tuple[SSAValue, tuple], ...]
+    """In the order the phases first compute them (deterministic: emission names follow it)."""
+    lifetimes: dict[tuple, tuple[int, int]]
+    """Per kept value: the phase that computes it and the last phase that reads it."""
+    invariant: tuple[tuple[SSAValue, tuple], ...]
+    """Loads along the row that are the same for every row (weights): kept across rows."""
+
+    @property
+    def reused(self) -> frozenset[tuple[SSAValue, tuple]]:
+        return frozenset(self.kept)
+
+    def slots(self) -> tuple[dict[tuple, int], int]:
+        """A storage slot per kept value, sharing a slot between values whose phases do not
+        overlap (a chain of reductions needs two, however long): (slot of each, slot count)."""
+        slot_of: dict[tuple, int] = {}
+        free_after: list[int] = []  # per slot: the last phase that reads what it holds
+        for key in sorted(self.kept, key=lambda k: self.lifetimes[k][0]):
+            first, last = self.lifetimes[key]
+            slot = next((s for s, end in enumerate(free_after) if end < first), len(free_after))
+            if slot == len(free_after):
+                free_after.append(last)
+            else:
+                free_after[slot] = last
+            slot_of[key] = slot
+        return slot_of, len(free_after)
 
 
 def _row_phase_roots(plan: KernelPlan, online: dict) -> list[list[SSAValue]]:
@@ -124,9 +148,10 @@ def _row_phase_roots(plan: KernelPlan, online: dict) -> list[list[SSAValue]]:
     return phases
 
 
-def row_access(plan: KernelPlan, online: dict) -> RowAccess:
+def row_access(plan: KernelPlan, online: dict, loads_only: bool = False) -> RowAccess:
     """`online`: max/sum pairs fused into one phase (only when the row is not in registers;
-    a persistent kernel has every reduction in its own phase).
+    a persistent kernel has every reduction in its own phase). `loads_only`: keep only global
+    loads, recomputing what is computed from them (less storage per thread).
 
     Each phase is walked from its roots like emission; a (value, index) that varies along the
     row and an earlier phase computed unconditionally is where the walk stops: that phase keeps
@@ -137,10 +162,10 @@ def row_access(plan: KernelPlan, online: dict) -> RowAccess:
     domain = [loop_var(d) for d in range(rank)]
     kept = frozenset(d for d in range(rank) if d not in plan.reduced_dims)
     reduced = frozenset(plan.reduced_dims)
-    earlier: set[tuple] = set()
-    reused: set[tuple] = set()
-    for roots in _row_phase_roots(plan, online):
-        this_phase: set[tuple] = set()
+    computed_in: dict[tuple, int] = {}  # insertion order: the order phases compute values
+    lifetimes: dict[tuple, tuple[int, int]] = {}
+    invariant: dict[tuple, None] = {}
+    for phase, roots in enumerate(_row_phase_roots(plan, online)):
         seen: set[tuple] = set()
         stack = [(v, _normalised(v, domain), False) for v in reversed(roots)]
         while stack:
@@ -148,14 +173,17 @@ def row_access(plan: KernelPlan, online: dict) -> RowAccess:
             if (value, idx, conditional) in seen:
                 continue
             seen.add((value, idx, conditional))
-            key = structural_key(idx)
-            along_row = key is not None and not depends_only_on(idx, kept) and not depends_only_on(idx, reduced)
-            if along_row and not conditional:
-                if (value, key) in earlier:
-                    reused.add((value, key))
-                    continue
-                this_phase.add((value, key))
             op = produced.get(value)
+            key = structural_key(idx)
+            if key is not None and not conditional and op is None and depends_only_on(idx, reduced) and \
+                    not depends_only_on(idx, kept):
+                invariant[(value, key)] = None
+            along_row = key is not None and not depends_only_on(idx, kept) and not depends_only_on(idx, reduced)
+            if along_row and not conditional and (op is None or not loads_only):
+                first = computed_in.setdefault((value, key), phase)
+                if first < phase:
+                    lifetimes[(value, key)] = (first, phase)
+                    continue
             if op is None:
                 continue
             rule = ACCESS_RULES.get(type(op))
@@ -163,8 +191,8 @@ def row_access(plan: KernelPlan, online: dict) -> RowAccess:
                 raise NotImplementedError(f"no access rule for {op.name} (lowering/emit_cuda.py ACCESS_RULES)")
             for read in reversed(rule(op, idx)):
                 stack.append((read.operand, _normalised(read.operand, read.idx), conditional or read.conditional))
-        earlier |= this_phase
-    return RowAccess(frozenset(reused))
+    kept_values = tuple(k for k in computed_in if k in lifetimes)
+    return RowAccess(kept_values, lifetimes, tuple(invariant))
 
 
 class KernelAnalysis:
@@ -181,6 +209,10 @@ class KernelAnalysis:
     @cached_property
     def rows(self) -> RowAccess:
         return row_access(self.plan, {})
+
+    @cached_property
+    def rows_loads_only(self) -> RowAccess:
+        return row_access(self.plan, {}, loads_only=True)
 
 
 __all__ = ["GroupAccess", "KernelAnalysis", "Load", "RowAccess", "cone_ops", "global_loads",

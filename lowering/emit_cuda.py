@@ -63,6 +63,8 @@ class EmittedKernel:
     schedule: object
     """The scheduler unit's schedule this source was rendered for."""
     needs_sync: bool
+    shared_bytes: int = 0
+    """Dynamic shared memory per block, given at launch."""
 
 
 def _literal(attr) -> str:
@@ -140,6 +142,10 @@ class KernelEmitter:
         self.vector_loads: dict[tuple, str] = {}
         self.lane0: Ix | None = None  # the innermost index of a vectorised access (lane 0)
         self.needs_sync = False
+        self.row_storage = None
+        """A persistent row's kept values in shared memory (rows.SharedRowStorage), else None:
+        per-thread register arrays."""
+        self.keep_invariants = True
 
     # -- output helpers -------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -260,7 +266,7 @@ class KernelEmitter:
             return expr
         kept = self._row_buffer(v, idx)
         if kept is not None and kept in self.filled:
-            expr = self.tmp(X.COMPUTE_TYPE[t.dtype], f"{self.buffers[kept]}[{self.s.loop.slot}]", "v")  # type: ignore[union-attr]
+            expr = self.tmp(X.COMPUTE_TYPE[t.dtype], self.slot_element(self.buffers[kept]), "v")
             self.s.memo[-1][key] = expr
             return expr
         expr = self.emit_op(op, idx)
@@ -275,7 +281,7 @@ class KernelEmitter:
         kept = self._row_buffer(*key)
         if kept is not None and kept not in self.filled:
             self.filled.add(kept)
-            self.line(f"{self.row_buffer_name(kept, key[0])}[{self.s.loop.slot}] = {expr};")  # type: ignore[union-attr]
+            self.line(f"{self.slot_element(self.row_buffer_name(kept, key[0]))} = {expr};")
         return expr
 
     def _row_buffer(self, v: SSAValue, idx: tuple[Ix, ...]) -> tuple | None:
@@ -289,10 +295,18 @@ class KernelEmitter:
     def row_buffer_name(self, kept: tuple, v: SSAValue) -> str:
         if kept not in self.buffers:
             assert self.buffer_section is not None, "a persistent row opens its buffer section first"
-            self.buffers[kept] = f"buf{len(self.buffers)}"
+            name = self.buffers[kept] = f"buf{len(self.buffers)}"
             ctype = X.COMPUTE_TYPE[v.type.dtype]  # type: ignore[union-attr]
-            self.buffer_section.line(f"{ctype} {self.buffers[kept]}[{self.schedule.iters}];")
+            if self.row_storage is None:
+                self.buffer_section.line(f"{ctype} {name}[{self.schedule.iters}];")
+            else:
+                self.buffer_section.line(self.row_storage.declare(name, ctype, self.row_storage.slot_of[kept]))
         return self.buffers[kept]
+
+    def slot_element(self, array: str) -> str:
+        """This thread's element of a kept row array in the current phase loop iteration."""
+        slot = self.s.loop.slot  # type: ignore[union-attr]
+        return f"{array}[{slot}]" if self.row_storage is None else self.row_storage.element(array, slot)
 
     def offset(self, v: SSAValue, idx: Sequence[Ix]) -> str:
         t = v.type
@@ -317,11 +331,11 @@ class KernelEmitter:
         kept = self._row_buffer(v, idx)
         if kept is None:
             return self.tmp(ctype, raw, "v")
-        buf = self.row_buffer_name(kept, v)
+        buf = self.slot_element(self.row_buffer_name(kept, v))
         if kept not in self.filled:
             self.filled.add(kept)
-            self.line(f"{buf}[{loop.slot}] = {raw};")
-        return self.tmp(ctype, f"{buf}[{loop.slot}]", "v")
+            self.line(f"{buf} = {raw};")
+        return self.tmp(ctype, buf, "v")
 
     def vector_load(self, v: SSAValue, idx: tuple[Ix, ...], lane: int, ctype: str) -> str:
         """Element `lane` of a VEC-wide load of v's innermost dim (one access for all lanes)."""
@@ -373,12 +387,22 @@ class KernelEmitter:
     def invariant_load(self, key: tuple, ctype: str, raw: str, loop: PhaseLoop) -> str:
         """A load that is the same for every row (a weight, a bias): kept in registers across
         all the rows a block processes, filled on its first row only."""
+        if not self.keep_invariants:
+            return self.tmp(ctype, raw, "v")
         if key not in self.invariant:
             assert self.invariant_section is not None, "a persistent row kernel opens its invariant section first"
-            self.invariant[key] = f"inv{len(self.invariant)}"
-            self.invariant_section.line(f"{ctype} {self.invariant[key]}[{self.schedule.iters}];")
-            self.line(f"if (fuser_first_row) {self.invariant[key]}[{loop.slot}] = {raw};")
-        return self.tmp(ctype, f"{self.invariant[key]}[{loop.slot}]", "v")
+            slot = None
+            if self.row_storage is not None:
+                slot = self.row_storage.invariant_slot.get((key[0], structural_key(key[1])))
+                if slot is None:  # not planned a slot: read it every row
+                    return self.tmp(ctype, raw, "v")
+            name = self.invariant[key] = f"inv{len(self.invariant)}"
+            if slot is None:
+                self.invariant_section.line(f"{ctype} {name}[{self.schedule.iters}];")
+            else:
+                self.invariant_section.line(self.row_storage.declare(name, ctype, slot))
+            self.line(f"if (fuser_first_row) {self.slot_element(name)} = {raw};")
+        return self.tmp(ctype, self.slot_element(self.invariant[key]), "v")
 
     def emit_op(self, op: Operation, idx: tuple[Ix, ...]):
         """The op's expression (str), or a generator yielding (operand, index) requests and

@@ -91,7 +91,8 @@ class Launcher:
                 self.grid = grid
                 args = [self.argument(p) for p in kernel.params]
                 try:
-                    stats = module.launch(kernel.name, grid, block, args, needs_sync=kernel.needs_sync)
+                    stats = module.launch(kernel.name, grid, block, args, needs_sync=kernel.needs_sync,
+                                          shared_bytes=kernel.shared_bytes)
                 except MemcheckError as e:
                     raise self.named(e, kernel.params) from None
                 if stats is not None:  # backends that count global bytes

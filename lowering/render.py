@@ -28,4 +28,4 @@ def render(plan: KernelPlan, schedule) -> EmittedKernel:
         f"FUSER_HOST_LAUNCHER({name})",
         "",
     ])
-    return EmittedKernel(name, source, body.params, schedule, body.needs_sync)
+    return EmittedKernel(name, source, body.params, schedule, body.needs_sync, body.shared_bytes)

@@ -65,6 +65,8 @@ class KernelBody:
     params: tuple[Param, ...]
     needs_sync: bool
     """Uses barriers or warp shuffles (the cpu backend then runs threads as fibers)."""
+    shared_bytes: int = 0
+    """Dynamic shared memory per block (FUSER_DYNAMIC_SHARED), given at launch."""
 
 
 class SchedulerUnit(ABC):

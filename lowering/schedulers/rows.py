@@ -31,6 +31,7 @@ from fuser_dialect import ops_gather as G
 from fuser_dialect import ops_layout as L
 from fuser_dialect.types import TensorType
 from fuser.lowering import cuda_exprs as X
+from fuser.lowering.analysis import RowAccess
 from fuser.lowering.emit_cuda import KernelEmitter, PhaseLoop
 from fuser.lowering.index import ZERO, Ix
 from fuser.lowering.kernel import DROP, FULL, GRID, KEEP, KernelPlan
@@ -39,6 +40,11 @@ from fuser.lowering.schedulers.grid import SMEM_NAME, Accumulator, emit_grid_com
 from fuser.lowering.symbolic import B, SymbolicExtents
 
 MAX_PERSISTENT_ITERS = 32
+REGISTER_ITERS = 8
+"""Up to this many elements a thread, a persistent row's kept values are register arrays (at
+1024 threads a thread has 64 registers); beyond, they live in shared memory."""
+SHARED_ROW_BYTES = 200 * 1024
+"""Dynamic shared memory a row kernel may use (an H100 block may opt in to 227 KB)."""
 SPLIT_BLOCK = 512
 SPLIT_ELEMENTS_PER_THREAD = 8
 SPLIT_GRID = 264
@@ -56,16 +62,27 @@ class RowSchedule:
     block_per_row: bool
     """True: a block reduces each row (innermost dim reduced); False: a thread does."""
     iters: int = 0
-    """Block per row: elements per thread held in registers (0: the row does not fit)."""
+    """Block per row: elements per thread kept on chip (0: the row does not fit)."""
     split: bool = False
     """Everything is reduced (one row): the row is split over the grid, the blocks' partials
     combined by the last block (lowering/schedulers/grid.py)."""
+    shared: bool = False
+    """The kept row values live in shared memory (slots of iters * block elements), not in
+    per-thread register arrays: rows too long for registers without spilling."""
+    keep: str = "values"
+    """"values": loads and computed values later phases read are kept; "loads": only loads
+    (what is computed from them is recomputed; fewer slots)."""
+    invariants: bool = True
+    """Row-invariant loads (weights) are kept across the rows of a block."""
 
     def describe(self) -> str:
         if self.split:
             return f"one row split over the grid, block: {self.block}"
         per_row = "block" if self.block_per_row else "thread"
-        return f"{per_row} per row, block: {self.block}, iters: {self.iters}"
+        text = f"{per_row} per row, block: {self.block}, iters: {self.iters}"
+        if self.shared:
+            text += f", row in shared memory (keeps {self.keep}" + ("" if self.invariants else ", weights re-read") + ")"
+        return text
 
 
 # -- segmentation: is a group of ops a row kernel? ----------------------------------
@@ -240,7 +257,11 @@ class RowScheduler(SchedulerUnit):
             return RowSchedule(SPLIT_BLOCK, True, split=True)
         threads = min(1024, max(32, _round_up(math.ceil(row_len / 8), 32)))
         iters = math.ceil(row_len / threads) if row_len else 1
-        return RowSchedule(threads, True, iters if iters <= MAX_PERSISTENT_ITERS else 0)
+        if iters > MAX_PERSISTENT_ITERS:
+            return RowSchedule(threads, True, 0)
+        if iters <= REGISTER_ITERS:
+            return RowSchedule(threads, True, iters)
+        return _shared_row_schedule(plan, threads, iters)
 
     def grid(self, plan: KernelPlan, schedule: RowSchedule, extents) -> tuple[int, int, int] | None:
         assert plan.domain is not None
@@ -257,14 +278,73 @@ class RowScheduler(SchedulerUnit):
         return max(1, min(math.ceil(rows / schedule.block), MAX_GRID)), 1, 1
 
     def emit(self, plan: KernelPlan, schedule: RowSchedule) -> KernelBody:
-        reused = plan.analysis.rows.reused if schedule.iters else frozenset()
-        em = KernelEmitter(plan, schedule, reused)
+        access = _row_storage(plan, schedule)
+        em = KernelEmitter(plan, schedule, access.reused if access else frozenset())
+        shared_bytes = 0
+        if access is not None and schedule.shared:
+            em.row_storage = SharedRowStorage(access, schedule)
+            shared_bytes = em.row_storage.bytes
+        em.keep_invariants = schedule.invariants
         kernel = _RowKernel(em)
         kernel.emit()
         shared = [f"  __shared__ {t} {SMEM_NAME[t]}[64];" for t in sorted(kernel.smem_types)]
         if kernel.grid_combined:
             shared += shared_declarations()
-        return KernelBody(em.text(), shared, tuple(em.params.values()), em.needs_sync)
+        if shared_bytes:
+            shared.append(f"  FUSER_DYNAMIC_SHARED(double, {SharedRowStorage.BASE});")
+        return KernelBody(em.text(), shared, tuple(em.params.values()), em.needs_sync, shared_bytes)
+
+
+def _row_storage(plan: KernelPlan, schedule: RowSchedule) -> RowAccess | None:
+    """What a persistent schedule keeps per thread (None: not persistent)."""
+    if not schedule.iters:
+        return None
+    return plan.analysis.rows if schedule.keep == "values" else plan.analysis.rows_loads_only
+
+
+def _element_bytes(keys) -> int:
+    return max([4, *(_COMPUTE_BYTES[X.COMPUTE_TYPE[v.type.dtype]] for v, _ in keys)])
+
+
+_COMPUTE_BYTES = {"double": 8, "float": 4, "long long": 8, "int": 4, "bool": 1}
+
+
+def _shared_row_schedule(plan: KernelPlan, threads: int, iters: int) -> RowSchedule:
+    """Rows too long for registers (more than REGISTER_ITERS elements a thread): the kept values
+    go to shared memory. Preference: keep computed values and weights; else recompute from the
+    loads; else re-read the weights every row; else the row does not fit (re-read per phase)."""
+    options = [(keep, invariants) for invariants in (True, False) for keep in ("values", "loads")]
+    for keep, invariants in options:
+        schedule = RowSchedule(threads, True, iters, shared=True, keep=keep, invariants=invariants)
+        access = _row_storage(plan, schedule)
+        assert access is not None
+        if SharedRowStorage(access, schedule).bytes <= SHARED_ROW_BYTES:
+            return schedule
+    return RowSchedule(threads, True, 0)
+
+
+class SharedRowStorage:
+    """Where a shared-memory row schedule keeps each value: a slot of `iters * block` elements
+    in dynamic shared memory; thread t's element k at k * block + t (consecutive threads,
+    consecutive words: no bank conflicts, and no barrier, each thread reads what it wrote).
+    Values whose phases do not overlap share a slot; weights have a slot each."""
+
+    BASE = "fuser_row_smem"
+
+    def __init__(self, access: RowAccess, schedule: RowSchedule):
+        self.block = schedule.block
+        self.element_bytes = _element_bytes([*access.kept, *access.invariant])
+        self.slot_bytes = schedule.iters * schedule.block * self.element_bytes
+        self.slot_of, slots = access.slots()
+        self.invariant_slot = {key: slots + i for i, key in enumerate(access.invariant)}
+        self.bytes = self.slot_bytes * (slots + (len(access.invariant) if schedule.invariants else 0))
+
+    def declare(self, name: str, ctype: str, slot: int) -> str:
+        offset = slot * self.slot_bytes
+        return f"{ctype}* const {name} = reinterpret_cast<{ctype}*>(reinterpret_cast<char*>({self.BASE}) + {offset});"
+
+    def element(self, name: str, slot_var: str) -> str:
+        return f"{name}[{slot_var} * {self.block} + threadIdx.x]"
 
 
 # -- emission --------------------------------------------------------------------------
@@ -305,7 +385,9 @@ class _RowKernel:
     def open_loop(self, phase: int) -> None:
         em = self.em
         if self.persistent:
-            em.line("#pragma unroll")
+            # Register arrays need constant indices (a full unroll); shared memory does not, and
+            # a full unroll there only multiplies live address registers.
+            em.line("#pragma unroll" if not em.schedule.shared else "#pragma unroll 4")
             em.open(f"for (int k = 0; k < {em.schedule.iters}; ++k)")
             em.line("const long long rl = threadIdx.x + (long long)k * blockDim.x;")
             em.open("if (rl < rlen)")

@@ -54,11 +54,17 @@ func.func @softmax(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<?x?xf32> {
 // C4K:         // scheduler: inner_persistent, block per row, block: 512, iters: 8
 // C4K-NEXT:    extern "C" __global__ void __launch_bounds__(512) fuser_kernel_0_inner_persistent(
 // C4K:           float buf0[8];
-// C32K:        // scheduler: inner_persistent, block per row, block: 1024, iters: 32
+// Beyond 8 elements a thread the kept row lives in dynamic shared memory (registers would
+// spill): element k of thread t at k * block + t; two slots (x, exp) would not fit 200 KB at
+// 32768 floats, so only the loads are kept and exp is recomputed from them.
+// C32K:        // scheduler: inner_persistent, block per row, block: 1024, iters: 32, row in shared memory (keeps loads)
 // C32K-NEXT:   extern "C" __global__ void __launch_bounds__(1024) fuser_kernel_0_inner_persistent(
-// C32K:          float buf0[32];
-// C32K:          for (int k = 0; k < 32; ++k) {
-// C32K:            buf0[k] = fuser_ld(
+// C32K:          FUSER_DYNAMIC_SHARED(double, fuser_row_smem);
+// C32K:          float* const buf0 = reinterpret_cast<float*>(reinterpret_cast<char*>(fuser_row_smem) + 0);
+// C32K-NOT:      buf1
+// C32K:          #pragma unroll 4
+// C32K-NEXT:     for (int k = 0; k < 32; ++k) {
+// C32K:            buf0[k * 1024 + threadIdx.x] = fuser_ld(
 // Rows too long for registers: max and sum of exp in one online pass, then the store pass.
 // ONLINE:      // scheduler: inner_persistent, block per row, block: 1024, iters: 0
 // ONLINE-NOT:    buf0
@@ -112,9 +118,14 @@ func.func @layer_norm(%x: !fuser.tensor<?x?xf32>, %w: !fuser.tensor<?xf32>, %b: 
 // CHECK-NEXT:  FUSER_HOST_LAUNCHER(fuser_kernel_0_inner_persistent)
 // C4K-LABEL:   // kernel 0 of @layer_norm: inner_persistent
 // C4K-NEXT:    // scheduler: inner_persistent, block per row, block: 512, iters: 8
+// At 32768 floats the row (128 KB) fits shared memory but not with both weights beside it:
+// the weights are read again for every row instead of kept.
 // C32K-LABEL:  // kernel 0 of @layer_norm: inner_persistent
-// C32K-NEXT:   // scheduler: inner_persistent, block per row, block: 1024, iters: 32
-// C32K:          float inv0[32];
+// C32K-NEXT:   // scheduler: inner_persistent, block per row, block: 1024, iters: 32, row in shared memory (keeps loads, weights re-read)
+// C32K-NOT:      inv0
+// C32K:          float* const buf0 = reinterpret_cast<float*>(reinterpret_cast<char*>(fuser_row_smem) + 0);
+// C32K-NOT:      inv0
+// C32K:        FUSER_HOST_LAUNCHER
 
 // -----
 
