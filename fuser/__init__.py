@@ -17,4 +17,14 @@ from fuser_dialect.types import DataType
 
 __version__ = "0.1.0"
 
-__all__ = ["FusionDefinition", "DataType", "Tensor", "Scalar", "__version__"]
+__all__ = ["FusionDefinition", "DataType", "Tensor", "Scalar", "explain", "__version__"]
+
+
+def __getattr__(name: str):
+    # `fuser.explain` lives with the torch backend; it is imported on first use so that
+    # importing fuser never imports torch.
+    if name == "explain":
+        from fuser.torch_backend.explain import explain
+
+        return explain
+    raise AttributeError(f"module 'fuser' has no attribute {name!r}")

@@ -1,0 +1,196 @@
+"""One partition of an ATen graph (an fx.GraphModule) → one `FusionDefinition`.
+
+Placeholders become `define_tensor` (dynamic dims -1, size-1 dims broadcast, static dims
+static, stride order from the example value) or `define_scalar` (SymInt/SymFloat inputs);
+every call node is translated through the op table; the submodule's outputs become
+`add_output`s with the example value's stride order as a requirement, so what eager code
+downstream sees has the layout the graph was traced with.
+
+`RegionPlan` says how the runtime maps the region's arguments to fusion inputs and the
+fusion outputs back to the region's results (an output may be a constant or an input).
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx
+
+from fuser import DataType, FusionDefinition
+from fuser_dialect.builder import Scalar, Tensor
+from fuser.torch_backend.dtypes import fuser_dtype, is_row_major, stride_order
+from fuser.torch_backend.op_table import translation_for
+
+
+class TranslationError(Exception):
+    """A node that passed the support check could not be built (a fuser limit met late)."""
+
+
+@dataclass
+class OutputSpec:
+    kind: str  # "fusion" (index into fd outputs), "input" (index into region args), "constant"
+    index: int = 0
+    value: object = None
+    dtype: torch.dtype | None = None
+
+
+@dataclass
+class RegionPlan:
+    outputs: list[OutputSpec] = field(default_factory=list)
+    aten_ops: int = 0  # call nodes translated (what the fusion replaces)
+
+
+class Translator:
+    """Translation state of one region: the FusionDefinition and the value of each node
+    (a fuser Tensor, a fuser Scalar, a Python number, or a tuple of those)."""
+
+    def __init__(self, fd: FusionDefinition):
+        self.fd = fd
+        self.ops = fd.ops
+        self.env: dict[torch.fx.Node, object] = {}
+        # Tensors known to hold one value everywhere (full, full_like): slice_scatter into
+        # such a base is a pad with that value.
+        self.fill_values: dict[int, object] = {}
+
+    # -- argument access -------------------------------------------------------------
+    def value(self, arg):
+        if isinstance(arg, torch.fx.Node):
+            return self.env[arg]
+        if isinstance(arg, (list, tuple)):
+            return [self.value(a) for a in arg]
+        return arg
+
+    def tensor(self, arg, dtype: torch.dtype | None = None) -> Tensor:
+        """The value of arg as a fuser Tensor (a number becomes a 0-d full of `dtype`)."""
+        v = self.value(arg)
+        if isinstance(v, Tensor):
+            return v
+        if isinstance(v, (bool, int, float)):
+            dt = dtype or (torch.bool if isinstance(v, bool) else torch.int64 if isinstance(v, int) else torch.float32)
+            return self.ops.full([], v, fuser_dtype(dt))
+        raise TranslationError(f"expected a tensor, got {v!r}")
+
+    @staticmethod
+    def meta(node: torch.fx.Node):
+        return node.meta.get("val")
+
+    # -- shapes ----------------------------------------------------------------------
+    def extent(self, t: Tensor, dim: int) -> int | Scalar:
+        """A dim's extent: a Python int when static (or broadcast), else a size query."""
+        static = t.type.static_extent(dim)
+        return static if static is not None else self.ops.size(t, dim)
+
+    def shape_entry(self, v) -> int | Scalar:
+        """A size argument of an ATen op (int, SymInt input, -1) as a builder shape entry."""
+        if isinstance(v, Scalar) or isinstance(v, int):
+            return v
+        raise TranslationError(f"unsupported size argument {v!r}")
+
+    def broadcast_to_rank(self, t: Tensor, rank: int) -> Tensor:
+        """torch's implicit broadcasting: missing leading dims become broadcast dims."""
+        if t.ndim >= rank:
+            return t
+        return self.ops.broadcast(t, [True] * (rank - t.ndim) + [False] * t.ndim)
+
+    def aligned(self, values: list, rank: int) -> list:
+        return [self.broadcast_to_rank(v, rank) if isinstance(v, Tensor) else v for v in values]
+
+    def note_fill(self, t: Tensor, value) -> Tensor:
+        self.fill_values[id(t)] = value
+        return t
+
+    def fill_value(self, t: Tensor):
+        return self.fill_values.get(id(t))
+
+    # -- nodes -------------------------------------------------------------------------
+    def translate(self, node: torch.fx.Node) -> None:
+        if node.target is operator.getitem:
+            parts, index = self.value(node.args[0]), node.args[1]
+            self.env[node] = parts[index]
+            return
+        translation = translation_for(node.target)
+        if translation is None:
+            raise TranslationError(f"no translation for {node.target}")
+        result = translation.build(self, node)
+        self.env[node] = self._as_traced(node, result)
+
+    def _as_traced(self, node: torch.fx.Node, result, meta=None):
+        """The result cast to the dtype the traced graph says it has (fuser's promotion and
+        torch's agree almost always; where they do not, torch's wins)."""
+        meta = self.meta(node) if meta is None else meta
+        if isinstance(result, tuple) and isinstance(meta, (tuple, list)):
+            return tuple(self._as_traced(node, r, m) for r, m in zip(result, meta))
+        if isinstance(result, Tensor) and isinstance(meta, torch.Tensor):
+            if result.ndim != meta.dim():
+                raise TranslationError(
+                    f"{node.format_node()}: fuser result has rank {result.ndim}, torch's has {meta.dim()}"
+                )
+            if result.dtype != fuser_dtype(meta.dtype):
+                result = self.ops.cast(result, fuser_dtype(meta.dtype))
+        return result
+
+
+def _define_input(fd: FusionDefinition, node: torch.fx.Node):
+    meta = node.meta.get("val")
+    if isinstance(meta, torch.Tensor):
+        shape = []
+        for s in meta.shape:
+            shape.append(-1 if isinstance(s, torch.SymInt) else int(s))
+        order = stride_order(meta.stride()) if meta.dim() else None
+        return fd.define_tensor(
+            shape=shape,
+            dtype=fuser_dtype(meta.dtype),
+            stride_order=None if order is None or is_row_major(order) else order,
+        )
+    if isinstance(meta, (torch.SymInt, int)) and not isinstance(meta, bool):
+        return fd.define_scalar(dtype=DataType.Int)
+    if isinstance(meta, (torch.SymFloat, float)):
+        return fd.define_scalar(dtype=DataType.Double)
+    raise TranslationError(f"input {node.name}: unsupported example value {type(meta).__name__}")
+
+
+def build_region(gm: torch.fx.GraphModule, name: str) -> tuple[FusionDefinition, RegionPlan]:
+    """The FusionDefinition of a partition submodule and how to call it."""
+    plan = RegionPlan()
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    input_index = {n: i for i, n in enumerate(placeholders)}
+    with FusionDefinition(name) as fd:
+        tx = Translator(fd)
+        for node in placeholders:  # fusion input i is the region's argument i
+            tx.env[node] = _define_input(fd, node)
+        output_node = None
+        for node in gm.graph.nodes:
+            if node.op == "call_function":
+                tx.translate(node)
+                if node.target is not operator.getitem:
+                    plan.aten_ops += 1
+            elif node.op == "output":
+                output_node = node
+        results = output_node.args[0]
+        results = list(results) if isinstance(results, (list, tuple)) else [results]
+        added: dict[int, int] = {}
+        for r in results:
+            plan.outputs.append(_add_output(fd, tx, r, input_index, added))
+    return fd, plan
+
+
+def _add_output(fd, tx: Translator, node, input_index, added: dict[int, int]) -> OutputSpec:
+    if node in input_index:  # the region returns one of its inputs unchanged
+        return OutputSpec("input", input_index[node])
+    value = tx.value(node)
+    meta = tx.meta(node) if isinstance(node, torch.fx.Node) else None
+    if not isinstance(value, Tensor):
+        dtype = meta.dtype if isinstance(meta, torch.Tensor) else None
+        return OutputSpec("constant", value=value, dtype=dtype)
+    if any(value is tx.env.get(p) for p in input_index):  # an identity chain back to an input
+        return OutputSpec("input", next(input_index[p] for p in input_index if tx.env.get(p) is value))
+    if id(value) not in added:  # one fusion output per distinct tensor
+        order = stride_order(meta.stride()) if isinstance(meta, torch.Tensor) and meta.dim() > 1 else None
+        fd.add_output(value, stride_order=None if order is None or is_row_major(order) else order)
+        added[id(value)] = len(added)
+    return OutputSpec("fusion", added[id(value)])
+
+
+__all__ = ["build_region", "RegionPlan", "OutputSpec", "Translator", "TranslationError"]

@@ -1,0 +1,64 @@
+"""`torch.compile(fn, backend="fuser")`: the backend registered under torch's
+`torch_dynamo_backends` entry point (pyproject.toml).
+
+Dynamo captures the program, AOTAutograd traces forward and backward to ATen graphs (with
+fuser_decompositions applied, and the min-cut partitioner that inductor uses, which saves
+the inputs of cheap recomputable ops instead of their large outputs: the backward of a
+cross-entropy recomputes the log-softmax rather than storing [N, C] log-probabilities),
+and each graph goes through partition_graph.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+
+import torch
+from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
+from torch._dynamo.backends.common import aot_autograd
+
+from fuser.torch_backend.decompositions import fuser_decompositions
+from fuser.torch_backend.partition import partition_graph
+from fuser.torch_backend.report import GraphReport
+
+log = logging.getLogger("fuser.torch")
+
+
+def _enable_env_logging() -> None:
+    """FUSER_LOG=torch (comma-separated with others) prints the backend's reports to stderr."""
+    channels = {c.strip() for c in os.environ.get("FUSER_LOG", "").split(",")}
+    if "torch" in channels and not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("[fuser.torch] %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+
+
+def _graph_compiler(kind: str, reports: list[GraphReport] | None):
+    def compile_graph(gm: torch.fx.GraphModule, example_inputs):
+        fused, report = partition_graph(gm, kind)
+        if reports is not None:
+            reports.append(report)
+        log.debug("%s", report)
+        return make_boxed_func(fused.forward)
+
+    compile_graph.__name__ = f"fuser_{kind}_compiler"
+    return compile_graph
+
+
+def make_backend(reports: list[GraphReport] | None = None) -> Callable:
+    """A Dynamo backend; the report of every graph it compiles is appended to `reports`."""
+    _enable_env_logging()
+    return aot_autograd(
+        fw_compiler=_graph_compiler("forward", reports),
+        bw_compiler=_graph_compiler("backward", reports),
+        inference_compiler=_graph_compiler("inference", reports),
+        decompositions=fuser_decompositions(),
+        partition_fn=min_cut_rematerialization_partition,
+    )
+
+
+def fuser_backend(gm: torch.fx.GraphModule, example_inputs):
+    """The `backend="fuser"` entry point."""
+    return make_backend()(gm, example_inputs)

@@ -1,0 +1,75 @@
+"""Which nodes of an ATen graph fuser takes: `FuserSupport`, the partitioner's OperatorSupport.
+
+A node is supported when its op has a translation (op_table.py), every tensor it reads and
+writes has a dtype fuser knows and lives on one device fuser runs on (cpu, cuda), and the
+op's own check accepts this call's argument form. The reason a node is refused is kept
+(`reasons`): explain() reports it."""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx
+from torch.fx.passes.operator_support import OperatorSupport
+
+from fuser.torch_backend.dtypes import FUSER_DTYPES
+from fuser.torch_backend.op_table import translation_for
+
+FUSER_DEVICES = ("cpu", "cuda")
+
+
+def _tensors(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _tensors(v)
+
+
+def _arg_values(node: torch.fx.Node):
+    for arg in node.all_input_nodes:
+        yield arg.meta.get("val")
+
+
+def unsupported_reason(node: torch.fx.Node) -> str | None:
+    """Why fuser cannot take this call node (None: it can)."""
+    if node.target is operator.getitem:
+        return None  # a part of a tuple result: goes where its producer goes
+    if not isinstance(node.target, torch._ops.OpOverload):
+        return f"{getattr(node.target, '__name__', node.target)} is not an ATen op"
+    translation = translation_for(node.target)
+    if translation is None:
+        return f"no translation for {node.target}"
+    if "val" not in node.meta:
+        return "no example value (traced without fake tensors)"
+    devices = set()
+    for value in [node.meta["val"], *_arg_values(node)]:
+        for t in _tensors(value):
+            if t.dtype not in FUSER_DTYPES:
+                return f"dtype {t.dtype}"
+            devices.add(t.device.type)
+    if len(devices) > 1:
+        return f"tensors on several devices ({sorted(devices)})"
+    if devices and not devices <= set(FUSER_DEVICES):
+        return f"device {devices.pop()}"
+    if translation.check is None:
+        return None
+    try:
+        return translation.check(node)
+    except Exception as error:  # a check that cannot read this call's form: not for fuser
+        return f"argument form not understood ({type(error).__name__}: {error})"
+
+
+class FuserSupport(OperatorSupport):
+    def __init__(self):
+        super().__init__()
+        self.reasons: dict[torch.fx.Node, str] = {}
+
+    def is_node_supported(self, submodules, node: torch.fx.Node) -> bool:
+        if node.op != "call_function":
+            return False
+        reason = unsupported_reason(node)
+        if reason is not None:
+            self.reasons[node] = reason
+        return reason is None

@@ -1,0 +1,56 @@
+"""Indexing ops → fd.ops: gather (cross-entropy's target pick; fuser fuses it into the
+log-softmax kernel), index_select, and scatter of one element per row (nll_loss's backward
+writes -1 at each target: a one-hot, built as where(iota == index, value, base))."""
+
+from __future__ import annotations
+
+import torch
+
+from fuser.torch_backend.dtypes import fuser_dtype, size_hint
+from fuser.torch_backend.op_table import translates
+
+aten = torch.ops.aten
+
+
+def _int64_index(node, index_arg: int):
+    index = node.args[index_arg].meta["val"]
+    return None if index.dtype == torch.int64 else f"{node.target} with a {index.dtype} index"
+
+
+@translates(aten.gather.default, check=lambda node: _int64_index(node, 2))
+def translate_gather(tx, node):
+    x, index = tx.tensor(node.args[0]), tx.tensor(node.args[2])
+    return tx.ops.gather(x, index, node.args[1] % x.ndim)
+
+
+@translates(aten.index_select.default, check=lambda node: _int64_index(node, 2))
+def translate_index_select(tx, node):
+    x, index = tx.tensor(node.args[0]), tx.tensor(node.args[2])
+    return tx.ops.index_select(x, index, node.args[1] % x.ndim)
+
+
+def _one_per_row(node):
+    """scatter is translated only where each output row along dim receives one value: the
+    index has extent 1 on dim and the base's extent elsewhere."""
+    base, index = node.args[0].meta["val"], node.args[2].meta["val"]
+    dim = node.args[1] % base.dim()
+    if index.dtype != torch.int64:
+        return f"scatter with a {index.dtype} index"
+    if index.dim() != base.dim() or size_hint(index.shape[dim]) != 1:
+        return "scatter with more than one index per row"
+    for d in range(base.dim()):
+        if d != dim and size_hint(index.shape[d]) != size_hint(base.shape[d]):
+            return "scatter with an index smaller than its base"
+    if node.target == aten.scatter.src and list(node.args[3].meta["val"].shape) != list(index.shape):
+        return "scatter whose src and index shapes differ"
+    return None
+
+
+@translates(aten.scatter.value, aten.scatter.src, check=_one_per_row)
+def translate_scatter(tx, node):
+    base, index = tx.tensor(node.args[0]), tx.tensor(node.args[2])
+    dim = node.args[1] % base.ndim
+    positions = tx.ops.iota(tx.extent(base, dim), dtype=fuser_dtype(torch.int64))
+    positions = tx.ops.broadcast(positions, [d != dim for d in range(base.ndim)])
+    src = tx.value(node.args[3])
+    return tx.ops.where(tx.ops.eq(positions, index), src, base)

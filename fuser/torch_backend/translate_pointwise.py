@@ -1,0 +1,158 @@
+"""Elementwise ATen ops → fd.ops: unary, binary (with torch's implicit broadcasting and
+`alpha`), comparisons, where, casts, clamp, and the identity-like ops (alias, clone)."""
+
+from __future__ import annotations
+
+import torch
+
+from fuser_dialect.builder import Tensor
+from fuser.torch_backend.dtypes import fuser_dtype
+from fuser.torch_backend.op_table import translates
+
+aten = torch.ops.aten
+
+# ATen unary op → fd.ops method of the same meaning.
+UNARY = {
+    aten.neg.default: "neg", aten.abs.default: "abs", aten.exp.default: "exp", aten.exp2.default: "exp2",
+    aten.expm1.default: "expm1", aten.log.default: "log", aten.log2.default: "log2", aten.log1p.default: "log1p",
+    aten.sqrt.default: "sqrt", aten.rsqrt.default: "rsqrt", aten.reciprocal.default: "reciprocal",
+    aten.relu.default: "relu", aten.sigmoid.default: "sigmoid", aten.tanh.default: "tanh",
+    aten.sin.default: "sin", aten.cos.default: "cos", aten.erf.default: "erf", aten.floor.default: "floor",
+    aten.ceil.default: "ceil", aten.round.default: "round", aten.trunc.default: "trunc", aten.sign.default: "sign",
+    aten.logical_not.default: "logical_not", aten.bitwise_not.default: "bitwise_not",
+    aten.isnan.default: "isnan", aten.isinf.default: "isinf",
+}
+
+# ATen binary op (Tensor and Scalar overloads) → fd.ops method.
+BINARY = {
+    "mul": "mul", "div": "div", "pow": "pow", "maximum": "maximum", "minimum": "minimum",
+    "eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "fmod": "fmod",
+    "logical_and": "logical_and", "logical_or": "logical_or",
+    "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor",
+}
+# (not "default"/"int"/"float": those are the Python-number overloads of SymInt arithmetic)
+BINARY_OVERLOADS = ("Tensor", "Scalar", "Tensor_Scalar", "Tensor_Tensor")
+
+
+def _binary_targets(name: str):
+    packet = getattr(aten, name)
+    return [getattr(packet, o) for o in BINARY_OVERLOADS if o in packet.overloads()]
+
+
+def _rank(node: torch.fx.Node) -> int:
+    return node.meta["val"].dim()
+
+
+def _make_unary(method: str):
+    def build(tx, node):
+        return getattr(tx.ops, method)(tx.tensor(node.args[0]))
+
+    build.__name__ = f"translate_{method}"
+    return build
+
+
+# torch divides (and raises to powers) integer tensors in floating point; fuser, like C,
+# would divide integers: the operands are converted to the traced result dtype first.
+TRUE_FLOAT_OPS = {"div", "pow"}
+
+
+def _make_binary(method: str):
+    def build(tx, node):
+        a, b = tx.aligned([tx.value(node.args[0]), tx.value(node.args[1])], _rank(node))
+        out_dtype = node.meta["val"].dtype
+        if method in TRUE_FLOAT_OPS and out_dtype.is_floating_point:
+            a, b = (tx.ops.cast(v, fuser_dtype(out_dtype)) if isinstance(v, Tensor) else v for v in (a, b))
+        return getattr(tx.ops, method)(a, b)
+
+    build.__name__ = f"translate_{method}"
+    return build
+
+
+def _no_rounding_mode(node):
+    mode = node.kwargs.get("rounding_mode")
+    return None if mode is None else f"div with rounding_mode={mode!r}"
+
+
+for _target, _method in UNARY.items():
+    translates(_target)(_make_unary(_method))
+for _name, _method in BINARY.items():
+    translates(*_binary_targets(_name), check=_no_rounding_mode if _name == "div" else None)(_make_binary(_method))
+translates(aten.div.Tensor_mode, check=_no_rounding_mode)(_make_binary("div"))
+
+
+def _add_or_sub(tx, node, method: str):
+    """a ± alpha * b (alpha defaults to 1, so it costs nothing then)."""
+    a, b = tx.aligned([tx.value(node.args[0]), tx.value(node.args[1])], _rank(node))
+    alpha = node.kwargs.get("alpha", node.args[2] if len(node.args) > 2 else 1)
+    if alpha != 1:
+        b = tx.ops.mul(b, alpha) if isinstance(b, Tensor) else b * alpha
+    return getattr(tx.ops, method)(a, b)
+
+
+@translates(aten.add.Tensor, aten.add.Scalar)
+def translate_add(tx, node):
+    return _add_or_sub(tx, node, "add")
+
+
+@translates(aten.sub.Tensor, aten.sub.Scalar)
+def translate_sub(tx, node):
+    return _add_or_sub(tx, node, "sub")
+
+
+@translates(aten.rsub.Scalar, aten.rsub.Tensor)
+def translate_rsub(tx, node):
+    a, b = tx.aligned([tx.value(node.args[0]), tx.value(node.args[1])], _rank(node))
+    return tx.ops.sub(b, a)
+
+
+@translates(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
+def translate_where(tx, node):
+    cond, x, y = tx.aligned([tx.value(a) for a in node.args[:3]], _rank(node))
+    return tx.ops.where(cond, x, y)
+
+
+def _clamp_check(node):
+    meta = node.meta["val"]
+    return None if meta.dtype.is_floating_point or meta.dtype == torch.int64 else f"clamp of {meta.dtype}"
+
+
+@translates(aten.clamp.default, aten.clamp_min.default, aten.clamp_max.default, check=_clamp_check)
+def translate_clamp(tx, node):
+    x = tx.tensor(node.args[0])
+    if node.target == aten.clamp_max.default:
+        lo, hi = None, node.args[1]
+    elif node.target == aten.clamp_min.default:
+        lo, hi = node.args[1], None
+    else:
+        lo = node.args[1] if len(node.args) > 1 else node.kwargs.get("min")
+        hi = node.args[2] if len(node.args) > 2 else node.kwargs.get("max")
+    if lo is not None:
+        x = tx.ops.maximum(x, tx.value(lo))
+    if hi is not None:
+        x = tx.ops.minimum(x, tx.value(hi))
+    return x
+
+
+def _to_copy_check(node):
+    src = node.args[0].meta.get("val")
+    out = node.meta["val"]
+    if src is not None and src.device != out.device:
+        return f"_to_copy across devices ({src.device} → {out.device})"
+    return None
+
+
+@translates(aten._to_copy.default, check=_to_copy_check)
+def translate_to_copy(tx, node):
+    """A dtype conversion (same device); the layout is the region output's business."""
+    return tx.ops.cast(tx.tensor(node.args[0]), fuser_dtype(node.meta["val"].dtype))
+
+
+@translates(torch.ops.prims.convert_element_type.default)
+def translate_convert_element_type(tx, node):
+    return tx.ops.cast(tx.tensor(node.args[0]), fuser_dtype(node.args[1]))
+
+
+@translates(aten.alias.default, aten.clone.default, aten.lift_fresh_copy.default, non_compute=True)
+def translate_identity(tx, node):
+    """Values, not storage, flow through a fusion: an alias or a copy is the value itself."""
+    return tx.tensor(node.args[0])

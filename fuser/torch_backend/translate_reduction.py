@@ -1,0 +1,108 @@
+"""Reductions: sum, amax/amin, mean, and var/var_mean (what the layer-norm decomposition
+produces; fuser has no var op, so variance is written as two sums: mean, then the mean of
+squared deviations — the two-pass form, as accurate as torch's)."""
+
+from __future__ import annotations
+
+import torch
+
+from fuser.torch_backend.dtypes import accumulate_dtype, fuser_dtype
+from fuser.torch_backend.op_table import translates
+
+aten = torch.ops.aten
+
+
+def _dims(arg, rank: int) -> list[int]:
+    """ATen's reduction dims: None or [] means every dim."""
+    if arg is None or (isinstance(arg, (list, tuple)) and len(arg) == 0):
+        return list(range(rank))
+    dims = [arg] if isinstance(arg, int) else list(arg)
+    return sorted({d % rank for d in dims}) if rank else []
+
+
+def _arg(node, index: int, name: str, default=None):
+    return node.args[index] if len(node.args) > index else node.kwargs.get(name, default)
+
+
+def _accumulated(tx, node, x):
+    """x in the dtype torch accumulates this reduction in (the explicit dtype= wins)."""
+    result = node.meta["val"]
+    result = result[0] if isinstance(result, (tuple, list)) else result  # var_mean: (var, mean)
+    dtype = node.kwargs.get("dtype") or accumulate_dtype(result.dtype)
+    return tx.ops.cast(x, fuser_dtype(accumulate_dtype(dtype)))
+
+
+def _count(tx, x, dims: list[int]):
+    """How many elements each output element reduces over (an int, or a Scalar)."""
+    extents = [tx.extent(x, d) for d in dims]
+    count = extents[0]
+    for e in extents[1:]:
+        count = count * e
+    return count
+
+
+@translates(aten.sum.dim_IntList, aten.sum.default)
+def translate_sum(tx, node):
+    x = tx.tensor(node.args[0])
+    dims = _dims(_arg(node, 1, "dim") if node.target == aten.sum.dim_IntList else None, x.ndim)
+    keepdim = bool(_arg(node, 2, "keepdim", False)) if node.target == aten.sum.dim_IntList else False
+    x = _accumulated(tx, node, x)
+    return tx.ops.sum(x, dims, keepdim=keepdim) if dims else x
+
+
+def _extremum(method: str):
+    def build(tx, node):
+        x = tx.tensor(node.args[0])
+        dims = _dims(_arg(node, 1, "dim"), x.ndim)
+        keepdim = bool(_arg(node, 2, "keepdim", False))
+        return getattr(tx.ops, method)(x, dims, keepdim=keepdim) if dims else x
+
+    build.__name__ = f"translate_a{method}"
+    return build
+
+
+translates(aten.amax.default)(_extremum("max"))
+translates(aten.amin.default)(_extremum("min"))
+
+
+def _float_only(node):
+    dtype = node.args[0].meta["val"].dtype
+    return None if dtype.is_floating_point else f"{node.target} of {dtype}"
+
+
+@translates(aten.mean.dim, aten.mean.default, check=_float_only)
+def translate_mean(tx, node):
+    x = tx.tensor(node.args[0])
+    dims = _dims(_arg(node, 1, "dim") if node.target == aten.mean.dim else None, x.ndim)
+    keepdim = bool(_arg(node, 2, "keepdim", False)) if node.target == aten.mean.dim else False
+    if not dims:
+        return x
+    total = tx.ops.sum(_accumulated(tx, node, x), dims, keepdim=keepdim)
+    return tx.ops.div(total, _count(tx, x, dims))
+
+
+def _var_and_mean(tx, node):
+    """(var, mean) over dims with Bessel's correction `correction` (default 1)."""
+    x = tx.tensor(node.args[0])
+    dims = _dims(_arg(node, 1, "dim"), x.ndim)
+    correction = node.kwargs.get("correction")
+    correction = 1 if correction is None else int(correction) if float(correction).is_integer() else correction
+    keepdim = bool(node.kwargs.get("keepdim", False))
+    xf = _accumulated(tx, node, x)
+    n = _count(tx, x, dims)
+    mean = tx.ops.div(tx.ops.sum(xf, dims, keepdim=True), n)
+    centred = tx.ops.sub(xf, mean)
+    var = tx.ops.div(tx.ops.sum(tx.ops.mul(centred, centred), dims, keepdim=keepdim), n - correction if correction else n)
+    return var, (mean if keepdim else tx.ops.squeeze(mean, dims))
+
+
+@translates(aten.var_mean.correction, check=_float_only)
+def translate_var_mean(tx, node):
+    var, mean = _var_and_mean(tx, node)
+    dtype = fuser_dtype(node.args[0].meta["val"].dtype)
+    return (tx.ops.cast(var, dtype), tx.ops.cast(mean, dtype))
+
+
+@translates(aten.var.correction, check=_float_only)
+def translate_var(tx, node):
+    return _var_and_mean(tx, node)[0]

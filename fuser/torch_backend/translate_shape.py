@@ -1,0 +1,217 @@
+"""Shape ops → fd.ops: views (reshape, unsqueeze/squeeze, permute, expand), the resize
+family (slice, select, cat, constant_pad_nd, slice_scatter) and factories (full, full_like,
+scalar_tensor). Sizes arrive as ints or, in a dynamic graph, as fuser Scalars (region inputs
+carrying the SymInts)."""
+
+from __future__ import annotations
+
+import torch
+
+from fuser_dialect.builder import Scalar
+from fuser.torch_backend.dtypes import fuser_dtype
+from fuser.torch_backend.op_table import translates
+
+aten = torch.ops.aten
+
+# slice's "to the end" sentinel, as written by Python's x[a:] (2**63 - 1); any static end at
+# or past the extent is clamped to it, as torch does.
+INT64_MAX = 2**63 - 1
+
+
+def _arg(node, index: int, name: str, default=None):
+    return node.args[index] if len(node.args) > index else node.kwargs.get(name, default)
+
+
+def _rank(node) -> int:
+    return node.meta["val"].dim()
+
+
+# -- views --------------------------------------------------------------------------------
+
+
+@translates(aten.view.default, aten._unsafe_view.default, aten.reshape.default, non_compute=True)
+def translate_view(tx, node):
+    x = tx.tensor(node.args[0])
+    shape = [tx.shape_entry(s) for s in tx.value(node.args[1])]
+    if [tx.extent(x, d) for d in range(x.ndim)] == shape:
+        return x
+    return tx.ops.reshape(x, shape)
+
+
+@translates(aten.unsqueeze.default, non_compute=True)
+def translate_unsqueeze(tx, node):
+    x = tx.tensor(node.args[0])
+    dim = node.args[1] % (x.ndim + 1)
+    return tx.ops.broadcast(x, [d == dim for d in range(x.ndim + 1)])
+
+
+@translates(aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims, non_compute=True)
+def translate_squeeze(tx, node):
+    """Only size-1 dims are squeezed (torch leaves the others). A size-1 dim that fuser does
+    not know as a broadcast dim (it came out of a dynamic reshape, say) is dropped by a
+    reshape instead."""
+    x = tx.tensor(node.args[0])
+    src = node.args[0].meta["val"]
+    asked = range(x.ndim) if node.target == aten.squeeze.default else _listify(node.args[1])
+    dims = sorted({d % max(x.ndim, 1) for d in asked if x.ndim and _is_one(src.shape[d % x.ndim])})
+    if not dims:
+        return x
+    if all(x.type.static_extent(d) == 1 for d in dims):
+        return tx.ops.squeeze(x, dims)
+    return tx.ops.reshape(x, [tx.extent(x, d) for d in range(x.ndim) if d not in dims])
+
+
+def _listify(v):
+    return [v] if isinstance(v, int) else list(v)
+
+
+def _is_one(size) -> bool:
+    return not isinstance(size, torch.SymInt) and int(size) == 1
+
+
+@translates(aten.permute.default, non_compute=True)
+def translate_permute(tx, node):
+    x = tx.tensor(node.args[0])
+    perm = [d % x.ndim for d in node.args[1]]
+    return x if perm == list(range(x.ndim)) else tx.ops.permute(x, perm)
+
+
+@translates(aten.expand.default, non_compute=True)
+def translate_expand(tx, node):
+    x = tx.broadcast_to_rank(tx.tensor(node.args[0]), _rank(node))
+    return tx.ops.expand(x, [tx.shape_entry(s) for s in tx.value(node.args[1])])
+
+
+# -- resize ---------------------------------------------------------------------------------
+
+
+def _unit_step(node):
+    step_index = 5 if node.target == aten.slice_scatter.default else 4
+    step = _arg(node, step_index, "step", 1)
+    return None if step == 1 else f"{node.target} with step {step}"
+
+
+def _bound(tx, x, dim: int, value, default):
+    """A slice bound as torch reads it: None → default, negative → from the end, past the
+    end → the extent (static bounds only: a Scalar bound is taken as given)."""
+    if value is None:
+        return default
+    if isinstance(value, Scalar):
+        return value
+    extent = tx.extent(x, dim)
+    if value < 0:
+        value = extent + value if isinstance(extent, Scalar) else max(extent + value, 0)
+    if isinstance(extent, int):
+        return min(value, extent) if not isinstance(value, Scalar) else value
+    return extent if value >= INT64_MAX else value
+
+
+def _slice(tx, x, dim: int, start, end):
+    starts = [0] * x.ndim
+    ends = [tx.extent(x, d) for d in range(x.ndim)]
+    starts[dim] = _bound(tx, x, dim, start, 0)
+    ends[dim] = _bound(tx, x, dim, end, ends[dim])
+    if isinstance(starts[dim], int) and starts[dim] == 0 and ends[dim] is tx.extent(x, dim):
+        return x
+    return tx.ops.slice(x, starts, ends)
+
+
+@translates(aten.slice.Tensor, check=_unit_step)
+def translate_slice(tx, node):
+    x = tx.tensor(node.args[0])
+    dim = _arg(node, 1, "dim", 0) % x.ndim
+    return _slice(tx, x, dim, tx.value(_arg(node, 2, "start")), tx.value(_arg(node, 3, "end")))
+
+
+@translates(aten.select.int)
+def translate_select(tx, node):
+    x = tx.tensor(node.args[0])
+    dim = node.args[1] % x.ndim
+    index = tx.value(node.args[2])
+    if isinstance(index, int) and index < 0:
+        index = tx.extent(x, dim) + index
+    return tx.ops.squeeze(_slice(tx, x, dim, index, index + 1), [dim])
+
+
+@translates(aten.cat.default)
+def translate_cat(tx, node):
+    tensors = [tx.tensor(t) for t in node.args[0]]
+    dim = _arg(node, 1, "dim", 0) % tensors[0].ndim
+    return tensors[0] if len(tensors) == 1 else tx.ops.cat(tensors, dim=dim)
+
+
+def _non_negative_pad(node):
+    pads = node.args[1]
+    if any(isinstance(p, int) and p < 0 for p in pads):
+        return f"constant_pad_nd with a negative width {list(pads)}"
+    return None
+
+
+@translates(aten.constant_pad_nd.default, check=_non_negative_pad)
+def translate_constant_pad_nd(tx, node):
+    x = tx.tensor(node.args[0])
+    return tx.ops.pad(x, list(tx.value(node.args[1])), _arg(node, 2, "value", 0))
+
+
+@translates(aten.slice_scatter.default, check=_unit_step)
+def translate_slice_scatter(tx, node):
+    """src written into base[start:end] along dim: where base is one fill value (the
+    backward of a slice, of a cat) that is a pad of src with that value; otherwise a pad
+    selected by an iota mask."""
+    base, src = tx.tensor(node.args[0]), tx.tensor(node.args[1])
+    dim = _arg(node, 2, "dim", 0) % base.ndim
+    extent = tx.extent(base, dim)
+    start = _bound(tx, base, dim, tx.value(_arg(node, 3, "start")), 0)
+    end = _bound(tx, base, dim, tx.value(_arg(node, 4, "end")), extent)
+    widths = [0, 0] * (base.ndim - 1 - dim) + [start, extent - end]
+    fill = tx.fill_value(base)
+    if fill is not None:
+        return tx.ops.pad(src, widths, fill)
+    padded = tx.ops.pad(src, widths, 0)
+    position = tx.ops.iota(extent, dtype=fuser_dtype(torch.int64))
+    inside = tx.ops.logical_and(tx.ops.ge(position, start), tx.ops.lt(position, end))
+    mask = tx.ops.broadcast(inside, [d != dim for d in range(base.ndim)])
+    return tx.ops.where(mask, padded, base)
+
+
+# -- factories ------------------------------------------------------------------------------
+
+
+def _fill(tx, node, shape, value):
+    dtype = fuser_dtype(node.meta["val"].dtype)
+    return tx.note_fill(tx.ops.full(shape, value, dtype), value)
+
+
+@translates(aten.full.default)
+def translate_full(tx, node):
+    return _fill(tx, node, [tx.shape_entry(s) for s in tx.value(node.args[0])], node.args[1])
+
+
+def _like_shape(tx, node):
+    x = tx.tensor(node.args[0])
+    return [tx.extent(x, d) for d in range(x.ndim)]
+
+
+@translates(aten.full_like.default)
+def translate_full_like(tx, node):
+    return _fill(tx, node, _like_shape(tx, node), node.args[1])
+
+
+@translates(aten.zeros_like.default)
+def translate_zeros_like(tx, node):
+    return _fill(tx, node, _like_shape(tx, node), 0)
+
+
+@translates(aten.ones_like.default)
+def translate_ones_like(tx, node):
+    return _fill(tx, node, _like_shape(tx, node), 1)
+
+
+@translates(aten.scalar_tensor.default)
+def translate_scalar_tensor(tx, node):
+    """A 0-d constant is a Python number to fuser: torch promotes a 0-d tensor like one."""
+    dtype = node.meta["val"].dtype
+    value = node.args[0]
+    if dtype == torch.bool:
+        return bool(value)
+    return float(value) if dtype.is_floating_point else int(value)

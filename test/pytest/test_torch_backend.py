@@ -1,0 +1,267 @@
+"""torch.compile(fn, backend="fuser"): forward and backward equal eager, regions and kernels
+as expected, dynamic batch sizes served by one fusion, unsupported ops left eager.
+
+Every fused region runs on the cpu backend (CPU tensors). Shapes are small: each fused
+kernel costs a g++ compile, so each test compiles one function once (its reports come from
+make_backend(reports), not from a second compile through explain()).
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import fuser
+from fuser.torch_backend import make_backend
+
+F32_TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    yield
+    torch._dynamo.reset()
+
+
+def _clone_args(args):
+    return [a.detach().clone().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def compare_with_eager(fn, *args, dynamic=None, tol=F32_TOL, backward=True, params=()):
+    """Runs fn compiled with fuser and eagerly; checks outputs and gradients (of args that
+    require grad and of `params`) agree; returns the graph reports."""
+    reports = []
+    compiled = torch.compile(fn, backend=make_backend(reports), dynamic=dynamic)
+    fused_args, eager_args = _clone_args(args), _clone_args(args)
+    got, want = compiled(*fused_args), fn(*eager_args)
+    torch.testing.assert_close(got, want, **tol)
+    if backward:
+        got_grads = _grads(got, fused_args, params)
+        want_grads = _grads(want, eager_args, params)
+        assert len(got_grads) == len(want_grads) > 0
+        for g, w in zip(got_grads, want_grads):
+            torch.testing.assert_close(g, w, **tol)
+    for report in reports:
+        for region in report.regions:
+            assert region.failed is None, f"{region.name} fell back to eager: {region.failed}"
+    return reports
+
+
+def _grads(out, args, params):
+    outs = out if isinstance(out, (tuple, list)) else [out]
+    seed = torch.Generator().manual_seed(1)
+    loss = sum((o.float() * torch.randn(o.shape, generator=seed)).sum() for o in outs)
+    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad] + list(params)
+    return torch.autograd.grad(loss, leaves)
+
+
+def _report(reports, kind):
+    (report,) = [r for r in reports if r.kind == kind]
+    return report
+
+
+def _fused_ops(report) -> set[str]:
+    return {op for region in report.fusions for op in region.ops}
+
+
+# ---------------------------------------------------------------------------------- registration
+
+
+def test_backend_is_registered_by_entry_point():
+    assert "fuser" in torch._dynamo.list_backends()
+
+
+def test_importing_fuser_does_not_import_torch():
+    code = "import sys, fuser; print('torch' in sys.modules); fuser.explain; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "True"]
+
+
+# ---------------------------------------------------------------------------------- losses, norms
+
+
+def test_cross_entropy_with_ignore_index_is_one_row_kernel_plus_mean():
+    x = torch.randn(6, 40, requires_grad=True)
+    y = torch.tensor([3, -100, 0, 39, 7, -100])
+    reports = compare_with_eager(lambda x, y: F.cross_entropy(x, y, ignore_index=-100), x, y)
+    forward = _report(reports, "forward")
+    assert len(forward.fusions) == 1
+    assert {"aten.gather.default", "aten.amax.default", "aten.log.default"} <= _fused_ops(forward)
+    # log-softmax, the target pick and the masked mean: the same kernels as the hand-written
+    # cross-entropy fusion (benchmarks/cases.py build_ce_fwd_aot), at most a row kernel + the mean
+    assert forward.kernels <= 2
+    backward = _report(reports, "backward")
+    assert len(backward.fusions) == 1 and "aten.scatter.value" in _fused_ops(backward)
+
+
+def test_cross_entropy_with_label_smoothing():
+    x = torch.randn(5, 24, requires_grad=True)
+    y = torch.tensor([1, 2, -100, 23, 0])
+    reports = compare_with_eager(lambda x, y: F.cross_entropy(x, y, label_smoothing=0.1), x, y)
+    assert all(len(r.fusions) == 1 for r in reports)
+
+
+def test_layer_norm_module():
+    ln = nn.LayerNorm(32)
+    with torch.no_grad():
+        ln.weight.uniform_(0.5, 1.5)
+        ln.bias.uniform_(-0.5, 0.5)
+    reports = compare_with_eager(ln, torch.randn(3, 5, 32, requires_grad=True), params=list(ln.parameters()))
+    forward = _report(reports, "forward")
+    assert forward.fused_ops == forward.aten_ops and forward.kernels == 1  # var_mean + affine: one row kernel
+
+
+def test_rms_norm():
+    def rms_norm(x, w):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * w
+
+    w = (torch.rand(32) + 0.5).requires_grad_()
+    reports = compare_with_eager(rms_norm, torch.randn(4, 6, 32, requires_grad=True), w)
+    assert _report(reports, "forward").kernels == 1
+
+
+def test_masked_softmax():
+    mask = torch.ones(8, 8).triu(1).bool()
+    x = torch.randn(2, 3, 8, 8, requires_grad=True)
+    reports = compare_with_eager(lambda x, m: torch.softmax(x.masked_fill(m, float("-inf")), -1), x, mask)
+    assert _report(reports, "forward").kernels == 1
+
+
+def test_softmax_bf16_within_bf16_tolerance():
+    x = torch.randn(4, 64, dtype=torch.bfloat16, requires_grad=True)
+    compare_with_eager(lambda x: torch.softmax(x.float() * 2, -1).to(torch.bfloat16), x,
+                       tol=dict(rtol=2e-2, atol=2e-2))
+
+
+def test_permuted_input_is_read_in_place_layout():
+    x = torch.randn(16, 8).t()  # a transposed (column-major) view
+    compare_with_eager(lambda x: torch.exp(x) * 2 + 1, x, backward=False)
+
+
+# ---------------------------------------------------------------------------------- epilogues, RoPE
+
+
+def test_gelu_and_silu_mlp_epilogues_fuse_around_eager_linears():
+    fc, proj = nn.Linear(16, 48), nn.Linear(48, 16)
+
+    def mlp(x):
+        return proj(F.gelu(fc(x))) + F.silu(x)
+
+    reports = compare_with_eager(mlp, torch.randn(4, 5, 16, requires_grad=True), params=[*fc.parameters(), *proj.parameters()])
+    forward = _report(reports, "forward")
+    assert "aten.erf.default" in _fused_ops(forward) and "aten.sigmoid.default" in _fused_ops(forward)
+    assert forward.eager_ops["aten.addmm.default"] == 2  # linears stay eager
+
+
+def _rotate_half(t):
+    half = t.shape[-1] // 2
+    return torch.cat((-t[..., half:], t[..., :half]), dim=-1)
+
+
+def test_rope_slices_and_cat_become_resize_ops():
+    q = torch.randn(2, 3, 5, 16, requires_grad=True)
+    cos, sin = torch.randn(5, 16), torch.randn(5, 16)
+    reports = compare_with_eager(lambda q, c, s: q * c + _rotate_half(q) * s, q, cos, sin)
+    forward, backward = _report(reports, "forward"), _report(reports, "backward")
+    assert {"aten.slice.Tensor", "aten.cat.default"} <= _fused_ops(forward) and forward.kernels == 1
+    assert "aten.slice_scatter.default" in _fused_ops(backward) and backward.kernels == 1
+
+
+# ---------------------------------------------------------------------------------- a GPT-2 block
+
+
+class TinyGPT2Block(nn.Module):
+    def __init__(self, vocab=40, dim=16, heads=2, seq=6):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, dim), nn.Embedding(seq, dim)
+        self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.fc, self.fc2 = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+        self.heads = heads
+        self.register_buffer("causal", torch.ones(seq, seq).triu(1).bool())
+
+    def forward(self, idx):
+        b, t = idx.shape
+        x = self.wte(idx) + self.wpe(torch.arange(t))
+        q, k, v = self.qkv(self.ln1(x)).split(x.shape[-1], dim=2)
+        q, k, v = (z.view(b, t, self.heads, -1).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        att = torch.softmax(att.masked_fill(self.causal[:t, :t], float("-inf")), dim=-1)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(b, t, -1))
+        return x + self.fc2(F.gelu(self.fc(self.ln2(x))))
+
+
+def test_gpt2_block_forward_and_backward():
+    block = TinyGPT2Block()
+    idx = torch.randint(0, 40, (2, 6))
+    reports = compare_with_eager(block, idx, params=list(block.parameters()))
+    forward = _report(reports, "forward")
+    fused = _fused_ops(forward)
+    assert {"aten.var_mean.correction", "aten.amax.default", "aten.erf.default"} <= fused
+    assert {"aten.embedding.default", "aten.addmm.default", "aten.bmm.default"} <= set(forward.eager_ops)
+    assert len(forward.fusions) >= 4  # two layer-norms (with their residual adds), softmax, gelu
+
+
+# ---------------------------------------------------------------------------------- dynamic shapes
+
+
+def test_dynamic_batch_sizes_reuse_one_fusion_and_its_kernels():
+    reports = []
+    fn = lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b) * 2  # noqa: E731
+    compiled = torch.compile(fn, backend=make_backend(reports), dynamic=True)
+    w, b = torch.rand(16) + 0.5, torch.randn(16)
+    for batch in (3, 7, 12):
+        x = torch.randn(batch, 16)
+        torch.testing.assert_close(compiled(x, w, b), fn(x, w, b), **F32_TOL)
+    assert len(reports) == 1, "one graph for every batch size"
+    fd = reports[0].fusions[0].region.fd
+    assert "?x?" in str(fd)  # symbolic extents
+    info = fd.cache_info()
+    assert (info.misses, info.hits) == (1, 2)
+
+
+def test_dynamic_rope_passes_sizes_as_scalars():
+    reports = []
+    fn = lambda q, c, s: q * c + _rotate_half(q) * s  # noqa: E731
+    compiled = torch.compile(fn, backend=make_backend(reports), dynamic=True)
+    for batch in (3, 4):  # (not 2: a batch equal to the head count would share its symbol)
+        q, c, s = torch.randn(batch, 2, 5, 8), torch.randn(5, 8), torch.randn(5, 8)
+        torch.testing.assert_close(compiled(q, c, s), fn(q, c, s), **F32_TOL)
+    assert len(reports) == 1 and reports[0].fusions[0].region.fd.cache_info().hits == 1
+
+
+# ---------------------------------------------------------------------------------- fallbacks, explain
+
+
+def test_unsupported_op_stays_eager_between_fusions():
+    def fn(x):
+        y = torch.exp(x) * 2 + 1
+        z = torch.cumsum(y, dim=1)  # no translation: runs eagerly
+        return torch.tanh(z) - z * 0.5
+
+    x = torch.randn(4, 9, requires_grad=True)
+    reports = compare_with_eager(fn, x)
+    forward = _report(reports, "forward")
+    assert forward.eager_ops["aten.cumsum.default"] == 1 and len(forward.fusions) == 2
+    assert "no translation" in forward.reasons["aten.cumsum.default"]
+
+
+def test_explain_counts_fusions_kernels_and_ops(capsys):
+    x = torch.randn(4, 10, requires_grad=True)
+    y = torch.tensor([1, 2, 3, -100])
+    record = fuser.explain(lambda x, y: F.cross_entropy(x, y), x, y)
+    printed = capsys.readouterr().out
+    assert [g.kind for g in record.graphs] == ["forward", "backward"]
+    assert record.fusions == 2 and record.kernels >= 2
+    assert record.fused_ops <= record.aten_ops
+    assert "forward graph:" in printed and "kernel(s)" in printed
+    assert x.grad is None  # explain leaves no gradients behind
