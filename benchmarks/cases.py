@@ -181,6 +181,77 @@ def build_bcast_chain(dtype: str, shape: Sequence[int]) -> FusionDefinition:
     return fd
 
 
+GPT2_HEAD = 64
+CHAIN_OPS = 5000
+
+
+def build_gpt2_epilogues(dtype: str, shape: Sequence[int]) -> FusionDefinition:
+    """The elementwise/normalization work of a GPT-2 block around its matmuls, spelled the way
+    a framework's graph gives it: every shape a Python int (static extents; broadcasts with
+    `broadcast_in_dim` to static shapes), bf16 storage with f32 math and a cast per boundary.
+    [B, S, H] tokens; heads H/64. Outputs: ln_1(x); softmax(where(causal, q·kᵀ/√d, -inf));
+    h = x + attn_proj + b; ln_2(h); gelu_tanh(fc + b_fc); h + mlp_proj + b_mlp."""
+    b, s, h = shape
+    t, heads, ffn = b * s, h // GPT2_HEAD, 4 * h
+    dt = FD_DTYPES[dtype]
+    with FusionDefinition("gpt2_epilogues") as fd:
+        def tensor(*dims):
+            return fd.define_tensor(shape=list(dims), contiguity=True, dtype=dt)
+
+        x, attn_proj, b_proj = tensor(t, h), tensor(t, h), tensor(h)
+        ln1_w, ln1_b, ln2_w, ln2_b = tensor(h), tensor(h), tensor(h), tensor(h)
+        scores = tensor(b, heads, s, s)
+        causal = fd.define_tensor(shape=[s, s], contiguity=True, dtype=DataType.Bool)
+        fc, b_fc = tensor(t, ffn), tensor(ffn)
+        mlp_proj, b_mlp = tensor(t, h), tensor(h)
+
+        def f32(v):
+            return fd.ops.cast(v, DataType.Float) if dtype != "f32" else v
+
+        def store(v):
+            fd.add_output(fd.ops.cast(v, dt) if dtype != "f32" else v)
+
+        def row_vector(v, rows, cols):
+            return fd.ops.broadcast_in_dim(f32(v), [rows, cols], [1])
+
+        def layer_norm(v, w, bias):
+            mean = fd.ops.mul(fd.ops.sum(v, [1], keepdim=True), 1.0 / h)
+            centred = fd.ops.sub(v, fd.ops.broadcast_in_dim(mean, [t, h], [0, 1]))
+            var = fd.ops.mul(fd.ops.sum(fd.ops.mul(centred, centred), [1], keepdim=True), 1.0 / h)
+            rstd = fd.ops.broadcast_in_dim(fd.ops.rsqrt(fd.ops.add(var, LN_EPS)), [t, h], [0, 1])
+            return fd.ops.add(fd.ops.mul(fd.ops.mul(centred, rstd), row_vector(w, t, h)), row_vector(bias, t, h))
+
+        xf = f32(x)
+        store(layer_norm(xf, ln1_w, ln1_b))
+        scaled = fd.ops.mul(f32(scores), 1.0 / math.sqrt(GPT2_HEAD))
+        masked = fd.ops.where(fd.ops.broadcast_in_dim(causal, [b, heads, s, s], [2, 3]), scaled, float("-inf"))
+        peak = fd.ops.broadcast_in_dim(fd.ops.max(masked, [3]), [b, heads, s, s], [0, 1, 2])
+        e = fd.ops.exp(fd.ops.sub(masked, peak))
+        total = fd.ops.broadcast_in_dim(fd.ops.sum(e, [3]), [b, heads, s, s], [0, 1, 2])
+        store(fd.ops.div(e, total))
+        resid = fd.ops.add(xf, fd.ops.add(f32(attn_proj), row_vector(b_proj, t, h)))
+        store(resid)
+        store(layer_norm(resid, ln2_w, ln2_b))
+        pre = fd.ops.add(f32(fc), row_vector(b_fc, t, ffn))
+        inner = fd.ops.mul(fd.ops.add(pre, fd.ops.mul(fd.ops.mul(fd.ops.mul(pre, pre), pre), 0.044715)),
+                           math.sqrt(2.0 / math.pi))
+        store(fd.ops.mul(fd.ops.mul(pre, 0.5), fd.ops.add(fd.ops.tanh(inner), 1.0)))
+        store(fd.ops.add(resid, fd.ops.add(f32(mlp_proj), row_vector(b_mlp, t, h))))
+    return fd
+
+
+def build_chain(dtype: str, shape: Sequence[int]) -> FusionDefinition:
+    """CHAIN_OPS dependent pointwise ops (x*0.999 + 0.001, alternating with tanh): a generated
+    fusion far larger than hand-written ones; tests that compile time stays linear."""
+    with FusionDefinition("chain") as fd:
+        x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=FD_DTYPES[dtype])
+        v = fd.ops.cast(x, DataType.Float) if dtype != "f32" else x
+        for i in range(CHAIN_OPS // 2):
+            v = fd.ops.add(fd.ops.mul(v, 0.999), 0.001) if i % 8 else fd.ops.tanh(v)
+        fd.add_output(fd.ops.cast(v, FD_DTYPES[dtype]) if dtype != "f32" else v)
+    return fd
+
+
 # --------------------------------------------------------------------------- inputs (never zeros)
 
 
@@ -242,6 +313,23 @@ def inputs_rope(rng, shape, dtype):
 # --------------------------------------------------------------------------- numpy references
 
 
+def inputs_gpt2_epilogues(rng, shape, dtype):
+    b, s, h = shape
+    t, heads, ffn = b * s, h // GPT2_HEAD, 4 * h
+    npd = NP_DTYPES[dtype]
+
+    def normal(*dims):
+        return rng.standard_normal(dims, dtype=np.float32).astype(npd)
+
+    causal = np.tril(np.ones((s, s), dtype=bool))
+    return [normal(t, h), normal(t, h), normal(h), normal(h), normal(h), normal(h), normal(h),
+            normal(b, heads, s, s), causal, normal(t, ffn), normal(ffn), normal(t, h), normal(h)]
+
+
+def inputs_chain(rng, shape, dtype):
+    return [rng.standard_normal(shape, dtype=np.float32).astype(NP_DTYPES[dtype])]
+
+
 def _f64(x) -> np.ndarray:
     return np.asarray(x).astype(np.float64)
 
@@ -300,6 +388,32 @@ def ref_bcast_chain(x):
     return [np.asarray(x).astype(BF16).astype(np.float32)]
 
 
+def ref_gpt2_epilogues(x, attn_proj, b_proj, ln1_w, ln1_b, ln2_w, ln2_b, scores, causal, fc, b_fc, mlp_proj, b_mlp):
+    dtype = np.asarray(x).dtype
+
+    def ln(v, w, b):
+        mean = v.mean(axis=1, keepdims=True)
+        var = ((v - mean) ** 2).mean(axis=1, keepdims=True)
+        return (v - mean) / np.sqrt(var + LN_EPS) * _f64(w) + _f64(b)
+
+    xf = _f64(x)
+    masked = np.where(causal, _f64(scores) / math.sqrt(GPT2_HEAD), -np.inf)
+    e = np.exp(masked - masked.max(axis=3, keepdims=True))
+    resid = xf + _f64(attn_proj) + _f64(b_proj)
+    pre = _f64(fc) + _f64(b_fc)
+    gelu = 0.5 * pre * (1 + np.tanh(math.sqrt(2 / math.pi) * (pre + 0.044715 * pre ** 3)))
+    outs = [ln(xf, ln1_w, ln1_b), e / e.sum(axis=3, keepdims=True), resid, ln(resid, ln2_w, ln2_b), gelu,
+            resid + _f64(mlp_proj) + _f64(b_mlp)]
+    return [o.astype(np.float32).astype(dtype) for o in outs]
+
+
+def ref_chain(x):
+    v = _f64(x)
+    for i in range(CHAIN_OPS // 2):
+        v = v * 0.999 + 0.001 if i % 8 else np.tanh(v)
+    return [v.astype(np.float32).astype(np.asarray(x).dtype)]
+
+
 # --------------------------------------------------------------------------- minimum bytes
 
 
@@ -340,6 +454,21 @@ def min_rope(shape, dtype):
 def min_bcast_chain(shape, dtype):
     n, m = shape
     return _n_bytes(dtype, n, m) + 4 * n * m
+
+
+def min_gpt2_epilogues(shape, dtype):
+    b, s, h = shape
+    t, heads = b * s, h // GPT2_HEAD
+    token = _n_bytes(dtype, t, h)
+    # read: x, attn_proj, mlp_proj, fc, scores, the causal mask, 7 vectors of H and b_fc (4H);
+    # write: ln_1, ln_2, the two residuals, gelu, the attention probabilities.
+    read = 3 * token + _n_bytes(dtype, t, 4 * h) + _n_bytes(dtype, b, heads, s, s) + s * s + _n_bytes(dtype, 11 * h)
+    written = 4 * token + _n_bytes(dtype, t, 4 * h) + _n_bytes(dtype, b, heads, s, s)
+    return read + written
+
+
+def min_chain(shape, dtype):
+    return 2 * _n_bytes(dtype, *shape)
 
 
 # --------------------------------------------------------------------------- torch (optional)
@@ -390,6 +519,29 @@ def torch_bcast_chain(torch):
     return lambda x: x[:, None, :].to(torch.bfloat16).squeeze(1).float()
 
 
+def torch_gpt2_epilogues(torch):
+    F = torch.nn.functional
+
+    def fn(x, attn_proj, b_proj, ln1_w, ln1_b, ln2_w, ln2_b, scores, causal, fc, b_fc, mlp_proj, b_mlp):
+        h = x.shape[1]
+        probs = torch.softmax((scores.float() / math.sqrt(GPT2_HEAD)).masked_fill(~causal, float("-inf")), -1)
+        resid = x.float() + attn_proj.float() + b_proj.float()
+        out = [F.layer_norm(x.float(), (h,), ln1_w.float(), ln1_b.float(), LN_EPS), probs, resid,
+               F.layer_norm(resid, (h,), ln2_w.float(), ln2_b.float(), LN_EPS),
+               F.gelu(fc.float() + b_fc.float(), approximate="tanh"), resid + mlp_proj.float() + b_mlp.float()]
+        return tuple(o.to(x.dtype) for o in out)
+    return fn
+
+
+def torch_chain(torch):
+    def fn(x):
+        v = x.float()
+        for i in range(CHAIN_OPS // 2):
+            v = v * 0.999 + 0.001 if i % 8 else torch.tanh(v)
+        return v.to(x.dtype)
+    return fn
+
+
 # --------------------------------------------------------------------------- the registry
 
 
@@ -435,6 +587,13 @@ KINDS: dict[str, Kind] = {k.name: k for k in [
     Kind("bcast_chain", build_bcast_chain, inputs_rows, ref_bcast_chain, min_bcast_chain, torch_bcast_chain,
          [("f32", (8192, 8192))], [("f32", (256, 4096))], (2, 64),
          doc="broadcast -> cast(bf16) -> squeeze -> cast(f32)"),
+    Kind("gpt2_epilogues", build_gpt2_epilogues, inputs_gpt2_epilogues, ref_gpt2_epilogues, min_gpt2_epilogues,
+         torch_gpt2_epilogues, [("bf16", (8, 1024, 768))], [("bf16", (2, 128, 768))], (1, 8, 64),
+         doc="GPT-2 block epilogues around the matmuls (2 layer-norms, masked softmax, bias+gelu, "
+             "residuals), static-shape spelling as a framework emits it"),
+    Kind("chain", build_chain, inputs_chain, ref_chain, min_chain, torch_chain,
+         [("f32", (4096, 4096))], [("f32", (64, 1024))], (2, 64),
+         doc=f"{CHAIN_OPS} dependent pointwise ops"),
 ]}
 
 

@@ -181,7 +181,8 @@ def _grid_refusal(sym, op: C.ReductionOp, input_form: str | None, domain: tuple)
     every dim of a per-row value (DROP, or KEEP read at the row)."""
     shape = sym.shape(op.input)
     if input_form not in (DROP, KEEP):
-        return f"{op.name} of {_dims(shape)} is neither a row reduction of {_dims(domain)} nor a reduction of a per-row value"
+        return (f"reductions of different domains {_dims(domain)} and {_dims(shape)} (not a reduction of "
+                f"per-row values either)")
     if len(op.reduced_dims) != len(shape):
         return f"{op.name} of the per-row value {_dims(shape)} reduces dims {_dims(op.reduced_dims)}, not all of them"
     return ""
@@ -212,6 +213,13 @@ def _tainted_form(sym, op: Operation, form_of, rset: set[int], forms: dict, doma
     if isinstance(op, L.SqueezeOp):
         ok = form_of(op.input) == KEEP and set(op.dims.get_values()) == rset
         return DROP if ok else None
+    if isinstance(op, L.BroadcastInDimOp):
+        # A row value put back onto the rows (the spelling frameworks emit: static output shape).
+        dims = list(op.dims.get_values())
+        kept = [d for d in range(len(domain)) if d not in rset]
+        source = form_of(op.input)
+        ok = (source == DROP and dims == kept) or (source == KEEP and dims == list(range(len(domain))))
+        return shape_form(sym, op.result, domain, rset) if ok else None
     if isinstance(op, L.ExpandOp):
         # Only an expand back onto the rows of the domain keeps the kernel's indexing.
         expanded = shape_form(sym, op.result, domain, rset)
