@@ -9,7 +9,7 @@ memoised per (value, index), so its cost is linear in the plan, whatever its dep
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -33,10 +33,11 @@ def _normalised(value: SSAValue, idx: Sequence[Ix]) -> tuple[Ix, ...]:
     return tuple(ZERO if e == BROADCAST else ix for e, ix in zip(value.type.shape, idx))  # type: ignore[union-attr]
 
 
-def global_loads(produced: dict[SSAValue, Operation], roots: Sequence[tuple[SSAValue, Sequence[Ix]]]) -> list[Load]:
-    """The global loads reached from `roots`, in the order emission meets them (depth first,
-    operands in order), each (value, index) once."""
-    loads: list[Load] = []
+def walk_reads(produced: dict[SSAValue, Operation], roots: Sequence[tuple[SSAValue, Sequence[Ix]]],
+               visit: Callable[[SSAValue, tuple[Ix, ...], bool, Operation | None], bool]) -> None:
+    """Walks what `roots` read, as emission meets it (depth first, operands in order), each
+    (value, index, under a branch) once: `visit(value, idx, conditional, producer)` is called,
+    and the walk descends into the producer's operands when it returns True."""
     seen: set[tuple] = set()
     stack = [(v, _normalised(v, idx), False) for v, idx in reversed(roots)]
     while stack:
@@ -45,15 +46,26 @@ def global_loads(produced: dict[SSAValue, Operation], roots: Sequence[tuple[SSAV
             continue
         seen.add((value, idx, conditional))
         op = produced.get(value)
-        if op is None:
-            loads.append(Load(value, idx, conditional))
+        if not visit(value, idx, conditional, op) or op is None:
             continue
         rule = ACCESS_RULES.get(type(op))
         if rule is None:
             raise NotImplementedError(f"no access rule for {op.name} (lowering/emit_cuda.py ACCESS_RULES)")
-        reads = rule(op, idx)
-        for read in reversed(reads):
+        for read in reversed(rule(op, idx)):
             stack.append((read.operand, _normalised(read.operand, read.idx), conditional or read.conditional))
+
+
+def global_loads(produced: dict[SSAValue, Operation], roots: Sequence[tuple[SSAValue, Sequence[Ix]]]) -> list[Load]:
+    """The global loads reached from `roots`, in the order emission meets them, each (value,
+    index) once."""
+    loads: list[Load] = []
+
+    def visit(value, idx, conditional, op) -> bool:
+        if op is None:
+            loads.append(Load(value, idx, conditional))
+        return True
+
+    walk_reads(produced, roots, visit)
     return loads
 
 
@@ -166,31 +178,24 @@ def row_access(plan: KernelPlan, online: dict, loads_only: bool = False) -> RowA
     lifetimes: dict[tuple, tuple[int, int]] = {}
     invariant: dict[tuple, None] = {}
     for phase, roots in enumerate(_row_phase_roots(plan, online)):
-        seen: set[tuple] = set()
-        stack = [(v, _normalised(v, domain), False) for v in reversed(roots)]
-        while stack:
-            value, idx, conditional = stack.pop()
-            if (value, idx, conditional) in seen:
-                continue
-            seen.add((value, idx, conditional))
-            op = produced.get(value)
+
+        def visit(value, idx, conditional, op) -> bool:
             key = structural_key(idx)
-            if key is not None and not conditional and op is None and depends_only_on(idx, reduced) and \
-                    not depends_only_on(idx, kept):
-                invariant[(value, key)] = None
-            along_row = key is not None and not depends_only_on(idx, kept) and not depends_only_on(idx, reduced)
-            if along_row and not conditional and (op is None or not loads_only):
-                first = computed_in.setdefault((value, key), phase)
-                if first < phase:
-                    lifetimes[(value, key)] = (first, phase)
-                    continue
-            if op is None:
-                continue
-            rule = ACCESS_RULES.get(type(op))
-            if rule is None:
-                raise NotImplementedError(f"no access rule for {op.name} (lowering/emit_cuda.py ACCESS_RULES)")
-            for read in reversed(rule(op, idx)):
-                stack.append((read.operand, _normalised(read.operand, read.idx), conditional or read.conditional))
+            if key is None or conditional or depends_only_on(idx, kept):
+                return True
+            if depends_only_on(idx, reduced):
+                if op is None:
+                    invariant[(value, key)] = None
+                return True
+            if op is not None and loads_only:
+                return True
+            first = computed_in.setdefault((value, key), phase)
+            if first < phase:
+                lifetimes[(value, key)] = (first, phase)
+                return False  # an earlier phase keeps it: read it back, do not recompute
+            return True
+
+        walk_reads(produced, [(v, domain) for v in roots], visit)
     kept_values = tuple(k for k in computed_in if k in lifetimes)
     return RowAccess(kept_values, lifetimes, tuple(invariant))
 
@@ -215,5 +220,5 @@ class KernelAnalysis:
         return row_access(self.plan, {}, loads_only=True)
 
 
-__all__ = ["GroupAccess", "KernelAnalysis", "Load", "RowAccess", "cone_ops", "global_loads",
+__all__ = ["GroupAccess", "KernelAnalysis", "Load", "RowAccess", "cone_ops", "global_loads", "walk_reads",
            "group_access", "row_access", "DROP", "FULL", "KEEP"]
