@@ -117,7 +117,7 @@ def _shape(shape) -> str:
 
 
 def table(rows: list[dict], gpu: bool) -> str:
-    head = ["case", "dtype", "shape", "kernels", "bytes / min", "cold ms", "passes", "segment", "emission",
+    head = ["case", "dtype", "shape", "kernels", "bytes / min", "cold ms", "define", "passes", "segment", "emission",
             "cubin", "g++", "warm ms", "host µs", "+ launches µs", "check"]
     if gpu:
         head += ["kernel µs", "GB/s", "% copy", "exec µs", "eager µs", "compile µs", "× eager", "× compile"]
@@ -129,7 +129,7 @@ def table(rows: list[dict], gpu: bool) -> str:
             bytes_cell += f" @{_shape(row['bytes_shape'])}"
         gxx = None if get_backend(row["backend"]).on_gpu else cold.get("compile_s")  # else NVRTC + load
         cells = [row["kind"], row["dtype"], _shape(row["shape"]), _kernels(row), bytes_cell,
-                 _ms(row.get("cold_total_s")), _ms(cold.get("passes_s")), _ms(cold.get("segment_s")),
+                 _ms(row.get("cold_total_s")), _ms(cold.get("define_s")), _ms(cold.get("passes_s")), _ms(cold.get("segment_s")),
                  _ms(cold.get("emission_s")), _ms(cold.get("cubin_s")), _ms(gxx), _ms(row.get("warm_total_s")),
                  _f((row.get("host") or {}).get("host_us")), _f((row.get("host") or {}).get("with_empty_kernels_us")),
                  _check(row)]
@@ -150,11 +150,12 @@ LEGEND = """\
 kernels: launched per `execute` (pers = inner_persistent, red = reduction, pw = pointwise). \
 bytes / min: global bytes loaded + stored, counted by the cpu backend, over the minimum (each input \
 read once, each output written once; `@shape`: counted at that shape, same row length). \
-cold ms: definition → cubin in a fresh process with empty caches = define + passes (concretize + \
+cold ms: definition → cubin in a fresh process with empty caches (the total) = define + passes (concretize + \
 pre-segmentation) + segment + emission + cubin (NVRTC, sm_90 without a GPU); g++: the cpu backend's \
 compiler on the same sources; warm ms: the same in a second process with the disk caches. \
 host µs: fuser's own share of a cached `execute` of the row's fusion (median of wall time minus the \
-time inside the launch calls) while each kernel is swapped for an empty one (argument marshalling kept); \
+time inside the launch calls) while each kernel is swapped for an empty one; a launch-plan call's "launch \
+call" is the bare C launcher of the empty kernel only (writing the pointers counts as fuser's share); \
 + launches µs: the median wall time of such a call = a cached `execute` with kernel time excluded (cuda: \
 empty kernels of the same grid/block; cpu: the emulation's fixed dispatch cost, 1 block of 1 thread). check: worst error relative to the reference's largest \
 magnitude."""

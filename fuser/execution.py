@@ -6,8 +6,11 @@ verifies IR and imports nothing above it; backends live in `fuser.lowering.backe
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Sequence
+
+import numpy as np
 
 from fuser_dialect.builder import FusionDefinition as _FusionBuilder
 from fuser_dialect.inputs import is_torch_tensor
@@ -38,10 +41,9 @@ class FusionDefinition(_FusionBuilder):
         Python/numpy scalars and torch tensors; outputs are torch tensors when an input was.
         _disable_options: e.g. ["concretize_resize_extents"] (also env FUSER_DISABLE).
         """
-        from fuser.lowering.backends import get_backend
-
-        chosen = get_backend(backend)
-        outputs = self._get_executor().execute(inputs, chosen, tuple(_disable_options))
+        chosen = _get_backend()(backend)
+        disable = _disable_options if type(_disable_options) is tuple else tuple(_disable_options)
+        outputs = self._get_executor().execute(inputs, chosen, disable)
         return like_inputs(outputs, inputs) if chosen.returns_numpy else outputs
 
     def cache_info(self):
@@ -74,18 +76,38 @@ class FusionDefinition(_FusionBuilder):
         return executor
 
 
-def like_inputs(outputs, inputs):
-    """Host outputs as torch tensors when an input was a torch tensor (numpy otherwise)."""
-    if not any(is_torch_tensor(x) for x in inputs):
-        return outputs
-    import torch
+_get_backend_function = None
 
+
+def _get_backend():
+    """fuser.lowering.backends.get_backend, imported on first use (not per call)."""
+    global _get_backend_function
+    if _get_backend_function is None:
+        from fuser.lowering.backends import get_backend
+
+        _get_backend_function = get_backend
+    return _get_backend_function
+
+
+def like_inputs(outputs, inputs):
+    """Host outputs as torch tensors when an input was a torch tensor (numpy otherwise). The
+    outputs are fresh arrays no one else holds (an input returned as is was already copied), so
+    the tensors share their memory: no copy."""
+    for x in inputs:
+        if type(x) is not np.ndarray and is_torch_tensor(x):
+            break
+    else:
+        return outputs
+    torch = sys.modules["torch"]  # an input is a torch tensor: torch is imported
     result = []
     for o in outputs:
-        if not hasattr(o, "dtype"):
-            result.append(o)
-        elif o.dtype == numpy_dtype("bf16"):
-            result.append(torch.from_numpy(o.view("int16").copy()).view(torch.bfloat16))
+        if type(o) is not np.ndarray:
+            result.append(torch.from_numpy(np.array(o)) if isinstance(o, np.ndarray) else o)
+        elif o.dtype == _BF16:
+            result.append(torch.from_numpy(o.view(np.int16)).view(torch.bfloat16))
         else:
-            result.append(torch.from_numpy(o.copy()))
+            result.append(torch.from_numpy(o))
     return result
+
+
+_BF16 = numpy_dtype("bf16")

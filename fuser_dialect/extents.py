@@ -30,6 +30,13 @@ Resized dims are decided statically, per op, from the IR:
 - cat: the cat dim.
 Only resized dims get a broadcast/iteration decision; the other dims of a resize output are
 the input's dims (so a batch dim stays `?` even when the batch is 1).
+
+Static and symbolic extents are one domain where they must be equal (`ExactDims`: the exact
+dim ties of the op table, through dims that never broadcast). An input `?` dim tied to a static
+extent — `x: ?x?` times `broadcast_in_dim(w, [64, 4096], [1])` — is checked once, first, with
+the input's dims: `input 0 (f32[?, ?]) dim 1 has extent 2048 but the fusion needs 4096: the dim
+is tied to fuser.expand -> f32[64, 4096], dim 1`; `concretize` then writes the static extent
+into every type of that class.
 """
 
 from __future__ import annotations
@@ -40,11 +47,12 @@ from typing import NamedTuple
 
 from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import IntegerAttr, IntegerType
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
 
 from fuser_dialect.inputs import check_shape
-from fuser_dialect.op_table import extent_planner
+from fuser_dialect.op_table import DimTie, dim_ties, extent_planner, op_title
 from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType
+from fuser_dialect.union_find import UnionFind
 
 Scalar = int | float | bool
 Shape = tuple[int, ...]
@@ -204,6 +212,125 @@ class RuntimeExtents:
         return ConcretizationInfo(False, tuple([r.decision._replace(extents=None) for r in self.resizes]), gathers)  # type: ignore[union-attr]
 
 
+# --- exact dims: extents equal by construction --------------------------------------------
+
+
+DimKey = tuple[SSAValue, int | None]
+"""(tensor value, dim), or (i64 scalar, None) for an extent scalar: a `fuser.dim`, an extent
+operand of expand/reshape/full, the length of an iota."""
+
+
+class ExactDims:
+    """Which extents of a fusion are equal at run time by construction, and which of those
+    classes are static.
+
+    Two extents share a class when an exact dim tie (op_table.DimTie) joins them and neither
+    end broadcasts (a broadcast dim has extent 1 and takes the other side's extent, so it
+    ties to nothing). A class is static when a member is: a static extent of a type (not
+    broadcast), an `arith.constant` extent scalar, or a fact given to `fix` (concretize's
+    resize extents). Every run that passes the extent checks has these equalities, so a
+    static class is static for every such run: `concretize` writes the extent into the
+    types, and `ExtentPlan` checks each input dim in a static class once, before anything
+    else, naming the member it is tied to.
+
+    `broadcasts(value)`: a tensor's broadcast flags in the run at hand. None: no run at hand,
+    so every dim that may broadcast in some run counts as broadcast — declared `b`, a `?` (or
+    extent-1) dim tied to nothing (a resized dim of pad/slice/cat broadcasts when its extent
+    is 1), and a dim all of whose ties come from such dims (an elementwise result dim
+    broadcasts when all its operands' do)."""
+
+    def __init__(self, fusion: func.FuncOp, broadcasts: Callable[[SSAValue], Flags] | None = None):
+        # Members are numbered (an int hashes far faster than an SSAValue): a tensor's dims
+        # get consecutive numbers from its base, a scalar one number.
+        self._base: dict[SSAValue, int] = {}
+        self._members: list[DimKey] = []
+        self.flags: dict[SSAValue, Flags] = {}
+        self.classes: UnionFind[int] = UnionFind()
+        self._fixed: dict[int, tuple[int, DimKey]] = {}
+        declared: list[tuple[int, int]] = []  # (member, extent) the IR itself gives
+        block = fusion.body.block
+        for arg in block.args:
+            declared += self._add(arg, broadcasts, None)
+        union, find = self.classes.union, self.classes.find
+        for op in block.ops:
+            if not op.results:
+                continue
+            result = op.results[0]
+            ties = dim_ties(op)
+            operands = op.operands if ties else ()
+            flags = None
+            if broadcasts is None and isinstance(result.type, TensorType):
+                flags = self._may_broadcast(result.type, ties, operands)
+            declared += self._add(result, broadcasts, flags)
+            for tie in ties:
+                if not tie.exact:
+                    continue
+                a = self._member(operands[tie.operand], tie.operand_dim)
+                b = self._member(result, tie.result_dim)
+                if a is not None and b is not None:
+                    union(a, b)  # the operand's root stays: a fresh result joins in one step
+        for member, extent in declared:
+            self._fixed.setdefault(find(member), (extent, self._members[member]))
+
+    def _add(self, value: SSAValue, broadcasts: Callable[[SSAValue], Flags] | None,
+             flags: Flags | None) -> list[tuple[int, int]]:
+        """Numbers `value`'s members; returns the extents its type or constant gives them."""
+        base = self._base[value] = len(self._members)
+        t = value.type
+        if not isinstance(t, TensorType):
+            self._members.append((value, None))
+            constant = constant_value(value)
+            return [(base, constant)] if isinstance(constant, int) else []
+        if flags is None:  # an input, or a run at hand
+            flags = broadcasts(value) if broadcasts is not None else type_flags(t)
+        self.flags[value] = flags
+        self._members += [(value, d) for d in range(t.rank)]
+        return [(base + d, e) for d, e in enumerate(t.shape) if e >= 0 and not flags[d]]
+
+    def _may_broadcast(self, t: TensorType, ties: Sequence[DimTie], operands: Sequence[SSAValue]) -> Flags:
+        sources: list[list[bool]] = [[] for _ in range(t.rank)]
+        for tie in ties:
+            if tie.result_dim is not None:
+                sources[tie.result_dim].append(
+                    tie.operand_dim is not None and self.flags[operands[tie.operand]][tie.operand_dim])
+        return tuple([e == BROADCAST or (all(src) if src else e in (DYNAMIC, 1))
+                      for e, src in zip(t.shape, sources)])
+
+    def _member(self, value: SSAValue, dim: int | None) -> int | None:
+        """The number of one end of a tie; None for a broadcast dim (it ties to nothing)."""
+        if dim is None:
+            return None if isinstance(value.type, TensorType) else self._base[value]
+        return None if self.flags[value][dim] else self._base[value] + dim
+
+    def _find(self, key: DimKey) -> int:
+        value, dim = key
+        return self.classes.find(self._base[value] + (dim or 0))
+
+    def fix(self, key: DimKey, extent: int, origin: DimKey) -> None:
+        """Records that `key`'s class has `extent`, because `origin` has it (the first fact
+        recorded for a class stays: the run-time checks keep facts from disagreeing)."""
+        self._fixed.setdefault(self._find(key), (extent, origin))
+
+    def static_extent(self, key: DimKey) -> int | None:
+        found = self._fixed.get(self._find(key))
+        return None if found is None else found[0]
+
+    def origin(self, key: DimKey) -> DimKey | None:
+        """The member whose static extent the class of `key` has."""
+        found = self._fixed.get(self._find(key))
+        return None if found is None else found[1]
+
+
+def _describe_member(key: DimKey) -> str:
+    value, dim = key
+    if dim is None:
+        return f"the constant extent {constant_value(value)}"
+    if isinstance(value, BlockArgument):
+        return f"input {value.index} ({describe(value)}) dim {dim}"
+    assert isinstance(value, OpResult)
+    return f"{op_title(value.op)} -> {describe(value)}, dim {dim}"
+
+
 # --- the plan ---------------------------------------------------------------------------
 
 
@@ -261,6 +388,9 @@ class ExtentPlan:
         self.steps: list[Step] = []
         self.outputs: list[tuple[int, bool]] = []
         self.gathers: list[tuple[int, int, int]] = []  # (input slot, index slot, dim) per gather (its planner adds it)
+        # Whether any extent of the IR is static (a type's or a constant's): only then can an
+        # input's `?` dim be tied to one (ExactDims, which costs about twice this walk).
+        static_extents = any(t is not None and max(t.shape, default=-1) >= 0 for _, t, _, _ in self.args)
         for op in block.ops:
             if isinstance(op, func.ReturnOp):
                 self.outputs = [(self.slot[v], isinstance(v.type, TensorType)) for v in op.arguments]
@@ -270,12 +400,36 @@ class ExtentPlan:
                 raise ExtentError(f"{op.name}: no extent rule for this op (evaluate_extents cannot run the fusion)")
             step = planner(op, self)
             result = op.results[0].type if op.results else None
-            if isinstance(result, TensorType) and BROADCAST in result.shape:
-                step = _declared_broadcast(op, self.result_slot(op), step)
+            if isinstance(result, TensorType):
+                if BROADCAST in result.shape:
+                    step = _declared_broadcast(op, self.result_slot(op), step)
+                static_extents = static_extents or max(result.shape, default=-1) >= 0
+            elif isinstance(op, arith.ConstantOp) and constant_value(op.results[0]) is not None:
+                static_extents = True  # an integer constant: perhaps an extent operand
             for r in op.results:
                 self._new_slot(r)
             self.steps.append(step)
         self.n = len(self.slot)
+        self.requirements = self._tied_requirements() if static_extents else []
+
+    def _tied_requirements(self) -> list[tuple[int, int, int, str]]:
+        """(input, dim, extent, what it is tied to) for each `?` input dim whose extent is
+        fixed by a static extent it is exactly tied to (see ExactDims)."""
+        args = self.fusion.body.block.args
+        if not any(t is not None and DYNAMIC in t.shape for _, t, _, _ in self.args):
+            return []
+        exact = ExactDims(self.fusion)
+        found = []
+        for i, (_, t, _, _) in enumerate(self.args):
+            if t is None:
+                continue
+            for d, e in enumerate(t.shape):
+                extent = exact.static_extent((args[i], d)) if e == DYNAMIC else None
+                if extent is not None:
+                    origin = exact.origin((args[i], d))
+                    assert origin is not None
+                    found.append((i, d, extent, _describe_member(origin)))
+        return found
 
     def _new_slot(self, value: SSAValue) -> int:
         self.slot[value] = len(self.slot)
@@ -315,6 +469,13 @@ class ExtentPlan:
             if rank and min(shape) < 0:
                 self._bad_shape(i, t, shape)
             S[slot], B[slot] = tuple(shape), flags
+        for i, d, extent, origin in self.requirements:
+            got = input_shapes[i][d]  # type: ignore[index]
+            if got != extent:
+                raise ExtentError(
+                    f"{self._arg_label(i)} dim {d} has extent {got} but the fusion needs {extent}: "
+                    f"the dim is tied to {origin}"
+                )
         resizes: list[ResizeFacts] = []
         for step in self.steps:
             step(S, B, V, resizes)

@@ -5,7 +5,8 @@ came; they are ValueError/TypeError, never a failure deep inside a backend."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from xdsl.dialects import func
@@ -25,12 +26,19 @@ def is_torch_tensor(x: object) -> bool:
 
 
 def torch_to_numpy(x) -> np.ndarray:
+    """A host numpy array of a torch tensor: a view of a CPU tensor, a copy of another device's."""
+    if x.is_cpu and not x.requires_grad and not x.is_conj() and x.dtype is not _torch_bfloat16(x):
+        return x.numpy()  # the common case, without detach()'s new tensor
     import torch
 
     x = x.detach().cpu()
     if x.dtype == torch.bfloat16:
         return x.view(torch.int16).numpy().view(numpy_dtype("bf16"))
-    return x.numpy()
+    return x.resolve_conj().numpy()
+
+
+def _torch_bfloat16(x):
+    return sys.modules["torch"].bfloat16
 
 
 def scalar_value(f: func.FuncOp, i: int, value: object, t) -> np.generic:
@@ -80,26 +88,32 @@ def check_tensor(f: func.FuncOp, i: int, value: object, t: TensorType):
     got = _dtype_name(value)
     if got != t.dtype:
         raise TypeError(f"{arg_label(f, i)}: expected dtype {numpy_dtype(t.dtype)}, got {value.dtype}")
-    check_shape(arg_label(f, i), t, tuple(value.shape))
+    check_shape(lambda: arg_label(f, i), t, tuple(value.shape))
     return value
 
 
-def check_shape(label: str, t: TensorType, shape: Sequence[int], error: type[Exception] = ValueError) -> None:
-    """A shape against its declared type: the rank, and every static or broadcast extent."""
+def check_shape(label: str | Callable[[], str], t: TensorType, shape: Sequence[int],
+                error: type[Exception] = ValueError) -> None:
+    """A shape against its declared type: the rank, and every static or broadcast extent.
+    `label` names the input in errors (a function: built only when an error is raised)."""
     if len(shape) != t.rank:
-        raise error(f"{label}: expected rank {t.rank}, got shape {list(shape)}")
+        raise error(f"{_text(label)}: expected rank {t.rank}, got shape {list(shape)}")
     for d, (want, got) in enumerate(zip(t.shape, shape)):
         if got < 0:
-            raise error(f"{label}: dim {d} has negative extent {got}")
+            raise error(f"{_text(label)}: dim {d} has negative extent {got}")
         if want == DYNAMIC:
             continue
         expected = 1 if want == BROADCAST else want
         if got != expected:
             kind = "broadcast dim" if want == BROADCAST else "static extent"
             raise error(
-                f"{label}: dim {d} is a {kind} of {expected} but the input has extent "
+                f"{_text(label)}: dim {d} is a {kind} of {expected} but the input has extent "
                 f"{got} (shape {list(shape)}, expected {format_dims(t.shape)})"
             )
+
+
+def _text(label: str | Callable[[], str]) -> str:
+    return label if isinstance(label, str) else label()
 
 
 def check_inputs(f: func.FuncOp, inputs: Sequence[object]) -> list[np.ndarray | np.generic]:

@@ -72,13 +72,16 @@ class _Pending:
 
 
 class FusionCache(Generic[T]):
-    def __init__(self, maxsize: int | None = None):
+    def __init__(self, maxsize: int | None = None, on_evict: Callable[[Hashable], object] | None = None):
+        """on_evict(key) runs after an entry is evicted (outside the lock): owners drop what they
+        derived from it (an executor, its launch plans)."""
         if maxsize is None:
             maxsize = maxsize_from_env()
         if not isinstance(maxsize, int) or maxsize < 1:
             raise ValueError(f"FusionCache: maxsize must be a positive integer, got {maxsize!r}")
         enable_recompile_log_from_env()
         self.maxsize = maxsize
+        self._on_evict = on_evict
         self._lock = threading.Lock()
         self._entries: OrderedDict[Hashable, T] = OrderedDict()
         self._pending: dict[Hashable, _Pending] = {}
@@ -117,17 +120,22 @@ class FusionCache(Generic[T]):
             pending.error = e
             pending.done.set()
             raise
+        evicted = []
         with self._lock:
             del self._pending[key]
             self._evicted.pop(key, None)
             self._entries[key] = value
             while len(self._entries) > self.maxsize:
                 old, _ = self._entries.popitem(last=False)
+                evicted.append(old)
                 self._evictions += 1
                 self._evicted[old] = None
                 if len(self._evicted) > max(4 * self.maxsize, 64):  # a record, not a second cache
                     self._evicted.popitem(last=False)
                 logger.debug("evicted (LRU, maxsize %d): %s", self.maxsize, _describe(old))
+        if self._on_evict is not None:
+            for old in evicted:
+                self._on_evict(old)
         pending.value = value
         pending.done.set()
         return value

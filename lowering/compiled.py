@@ -32,8 +32,30 @@ class CompiledKernels:
     """Rendered + compiled kernels of every plan, for one tuple of schedules."""
 
     kernels: list[EmittedKernel]
-    modules: list[object]  # CpuModule or GpuModule, one per kernel
+    modules: list[object]
+    """The program (CpuModule or GpuModule) holding each kernel: one program per fusion, so
+    every entry is the same object (one NVRTC program / one g++ run for all its kernels)."""
     compile_seconds: float
+    source: str = ""
+    """The source of that one program: the shared head once, then every kernel."""
+
+
+def fusion_source(kernels: Sequence[EmittedKernel]) -> str:
+    """One source for all kernels of a fusion: each rendered source is the shared head (prelude
+    and support functions, lowering/render.py) followed by its kernel, so the head is kept once.
+    Kernel names are unique within a fusion (plan names)."""
+    if len(kernels) == 1:
+        return kernels[0].source
+    head = _common_head(kernels[0].source)
+    if not head or not all(k.source.startswith(head) for k in kernels):
+        raise AssertionError("rendered kernels do not share the prelude head: cannot form one program")
+    return head + "".join(k.source[len(head):] for k in kernels)
+
+
+def _common_head(source: str) -> str:
+    """The head a rendered source starts with: everything before its scheduler comment line."""
+    marker = source.find("\n// scheduler: ")
+    return source[:marker + 1] if marker >= 0 else ""
 
 
 @dataclass(frozen=True)
@@ -102,12 +124,13 @@ class CompiledFusion:
                 return found, False
             start = time.perf_counter()
             kernels = [render(p, s) for p, s in zip(self.plans, schedules)]
+            source = fusion_source(kernels)
             emitted = time.perf_counter()
-            modules = [self.backend.program(k.source) for k in kernels]
+            program = self.backend.program(source)
             done = time.perf_counter()
             self.timings["emission_s"] = emitted - start
             self.timings["compile_s"] = done - emitted
-            compiled = CompiledKernels(kernels, modules, done - start)
+            compiled = CompiledKernels(kernels, [program] * len(kernels), done - start, source)
             self.variants[key] = compiled
             return compiled, True
 

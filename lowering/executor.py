@@ -1,13 +1,19 @@
 """`FusionExecutor`: what `FusionDefinition.execute` runs, on any backend (lowering.backends).
 
-The reference backend interprets the fusion. On a kernel backend, per call: check inputs → evaluate extents → cache key (lowering/cache_key.py: exactly what
+The reference backend interprets the fusion. On a kernel backend a call first computes its
+signature (lowering/launch_plan.py) and, when a launch plan exists for it, replays the plan:
+index checks, output buffers, prebuilt launches — nothing else. Otherwise the full path: check
+inputs → evaluate extents → index checks → cache key (lowering/cache_key.py: exactly what
 concretization and code generation consume) → on a miss, concretize + preseg + segment →
-schedules from the extents → kernels (compiled once per schedule tuple) → launch.
-A miss is logged with its reason (FUSER_LOG=recompile)."""
+schedules from the extents → kernels (compiled once per schedule tuple) → launch; then a plan is
+stored for the signature. A compile is logged with its reason (FUSER_LOG=recompile)."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import itertools
+import os
 import threading
 from collections.abc import Sequence
 
@@ -16,12 +22,15 @@ from xdsl.dialects.builtin import ModuleOp
 from fuser_dialect.extents import ExtentPlan, runtime_arguments
 from fuser_dialect.fusion import the_fusion
 from fuser_dialect.inputs import check_inputs
+from fuser_dialect.types import TensorType
+from fuser.lowering import settings
 from fuser.lowering.backends import Backend
 from fuser.lowering.cache import CacheInfo, FusionCache
 from fuser.lowering.cache_key import make_key
 from fuser.lowering.compiled import build_compiled_fusion
-from fuser.lowering.gather_checks import check_index_ranges, index_ops
+from fuser.lowering.gather_checks import IndexChecks
 from fuser.lowering.launch import KernelRecord, Launcher
+from fuser.lowering.launch_plan import MAX_PLANS, LaunchPlan, call_signature
 from fuser.passes.concretize import resize_extents_enabled
 
 
@@ -30,25 +39,44 @@ class FusionExecutor:
         self.module = module
         self.fusion = the_fusion(module)
         self.plan = ExtentPlan(self.fusion)
-        self.has_index_ops = bool(index_ops(self.fusion))
-        self.cache = FusionCache()
+        self.index_checks = IndexChecks(self.fusion)
+        self.has_index_ops = bool(self.index_checks)
+        self.tensor_args = tuple(isinstance(t, TensorType) for t in self.fusion.function_type.inputs.data)
+        self.cache = FusionCache(on_evict=self._forget_plans_of)
         self._compiles = 0
         self._reuses = 0
+        self._plan_hits = itertools.count()  # next() is atomic: no lock on the hot path
         self._lock = threading.Lock()
         self._local = threading.local()
+        self._plans: dict[tuple, LaunchPlan] = {}
 
     def execute(self, inputs: Sequence[object], backend: Backend, disable: Sequence[str] = ()):
         if not backend.compiles:
             outputs = backend.run(self.fusion, inputs)
-            self._local.records = []
             self._local.last = None
             return outputs
+        snapshot = settings.launch_settings()
+        signature = call_signature(inputs, self.tensor_args)
+        if signature is not None:
+            key = (backend, disable, snapshot, signature[0])
+            plan = self._plans.get(key)
+            if plan is not None:
+                outputs, counts = plan.run(inputs, signature[1])
+                next(self._plan_hits)
+                self._local.last = (plan.compiled, plan, counts)
+                return outputs
+        else:
+            key = None
+        return self._execute_full(inputs, backend, disable, snapshot, key, signature)
+
+    def _execute_full(self, inputs, backend, disable, snapshot, plan_key, signature):
         resize_extents = resize_extents_enabled(disable)
         checked = check_inputs(self.fusion, inputs)
         shapes, scalars = runtime_arguments(self.plan, checked)
         source_extents = self.plan.evaluate(shapes, scalars)
-        if self.has_index_ops:
-            check_index_ranges(self.fusion, checked, source_extents)
+        index_checks = self.index_checks.bind(checked, source_extents) if self.has_index_ops else ()
+        for check, extent in index_checks:
+            check.check(checked, extent)
         key = make_key(self.plan, checked, backend.name, resize_extents, extents=source_extents)
         compiled = self.cache.lookup_or_build(
             key, lambda: build_compiled_fusion(self.module, shapes, scalars, backend, resize_extents)
@@ -61,22 +89,51 @@ class FusionExecutor:
             else:
                 self._reuses += 1
         memory = backend.allocator(inputs)
-        outputs, records = Launcher(compiled, kernels, extents, checked, memory).run(backend)
-        self._local.records = records
-        self._local.last = compiled
+        outputs, records, launches = Launcher(compiled, kernels, extents, checked, memory).run(backend)
+        self._local.last = (compiled, None, records)
+        # FUSER_DISABLE changed without settings.reload(): this call's decisions do not match the
+        # snapshot the key holds, so no plan is stored under it.
+        if plan_key is not None and os.environ.get("FUSER_DISABLE", "") == snapshot.disable:
+            plan = LaunchPlan(compiled, extents, memory, backend.allocator(()), launches, records, checked,
+                              signature[1], index_checks, key)
+            with self._lock:
+                if len(self._plans) >= MAX_PLANS:
+                    self._plans.pop(next(iter(self._plans)))
+                self._plans[plan_key] = plan
         return outputs
+
+    def _forget_plans_of(self, cache_key) -> None:
+        """The cache evicted `cache_key`'s compiled fusion: its plans go too (they hold it)."""
+        with self._lock:
+            for k in [k for k, p in self._plans.items() if p.cache_key == cache_key]:
+                del self._plans[k]
 
     def cache_info(self) -> CacheInfo:
         """hits / misses count executions that reused / compiled kernels (a new concretization
-        or a new schedule); entries = the key of each cached concretization."""
+        or a new schedule; a launch-plan call is a hit); entries = the key of each cached
+        concretization."""
+        plan_hits = next(copy.copy(self._plan_hits))
         with self._lock:
-            return dataclasses.replace(self.cache.info(), hits=self._reuses, misses=self._compiles)
+            return dataclasses.replace(self.cache.info(), hits=self._reuses + plan_hits, misses=self._compiles)
+
+    def plan_count(self) -> int:
+        """Launch plans kept (one per call signature seen since the last eviction)."""
+        return len(self._plans)
 
     def last_compile_info(self) -> dict[str, float]:
         """Seconds the last execution's entry spent compiling: passes_s, segment_s (when it was
         built), emission_s and compile_s (its latest kernel compilation)."""
         last = getattr(self._local, "last", None)
-        return dict(last.timings) if last is not None else {}
+        return dict(last[0].timings) if last is not None else {}
 
     def last_kernels(self) -> list[KernelRecord]:
-        return list(getattr(self._local, "records", []))
+        last = getattr(self._local, "last", None)
+        if last is None:
+            return []
+        _, plan, records = last
+        return plan.kernel_records(records) if plan is not None else list(records)
+
+    def last_call_used_plan(self) -> bool:
+        """Whether this thread's last `execute` was served by a launch plan (for tests)."""
+        last = getattr(self._local, "last", None)
+        return last is not None and last[1] is not None

@@ -2,68 +2,202 @@
 
 The index of every gather / take_along_axis / index_select is computed on the host from the
 fusion inputs (its producer cone: typically labels → where(ne, y, 0) → broadcast, tensors of
-the index's size) and checked against the extent it indexes. An index computed from large
-tensors (a cone with a reduction, or inputs much bigger than the index) is not checked here:
-such kernels read whatever index they compute, as documented in the README."""
+the index's size) and checked against the extent it indexes, on EVERY call (index values change
+between calls with the same signature, so a launch plan runs these checks too).
+
+How each index is checked is decided once per fusion (`IndexChecks(fusion)`), not per call:
+- a *range* check, when the cone is only value-preserving ops from one integer input (layout ops
+  — broadcast, broadcast_in_dim, squeeze, expand, reshape, permute — and widening integer casts),
+  optionally through `where(ne(y, c), y, k)` with constants c and k (cross-entropy's ignore
+  index): one numpy reduction over the input itself — `max` of its unsigned view, which catches
+  negative values too — and, with the mask, a compare; no interpreter, no IR walk;
+- a *cone* check otherwise: the numpy interpreter evaluates the index cone (its inputs and ops
+  are found once). An index computed from large tensors (a cone with a reduction, or inputs much
+  bigger than the index) is not checked here: such kernels read whatever index they compute, as
+  documented in the README.
+When a range check finds a violation, the cone is evaluated to report the offending value, so
+both kinds raise the same IndexError."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
-from xdsl.dialects import func
+from xdsl.dialects import arith, func
+from xdsl.ir import SSAValue
 
 from fuser_dialect.inputs import arg_label, to_numpy
 from fuser_dialect.interpreter import backward_slice, evaluate_values
-from fuser_dialect.ops_compute import ReductionOp
+from fuser_dialect.ops_compute import BinaryKind, BinaryOp, CastOp, ReductionOp, WhereOp
 from fuser_dialect.ops_gather import GatherOp, IndexSelectOp, TakeAlongAxisOp
+from fuser_dialect.ops_layout import BroadcastInDimOp, BroadcastOp, ExpandOp, PermuteOp, ReshapeOp, SqueezeOp
+from fuser_dialect.types import TensorType, numpy_dtype
 
 _MAX_CONE_INPUT_RATIO = 4
-
-
-def _source(fusion: func.FuncOp, op) -> str:
-    """Names the input(s) an index comes from, and the ops in between."""
-    args = list(fusion.body.block.args)
-    cone = backward_slice(fusion, [op.index])
-    sources = [v for v in [op.index, *(w for o in cone for w in o.operands)] if v in args]
-    names = ", ".join(dict.fromkeys(arg_label(fusion, args.index(v)) for v in sources)) or "a computed index"
-    path = [o.name for o in cone if not o.name.startswith("arith.")]
-    return names + (f" (through {', '.join(path)})" if path else "")
-
-
-def _cheap(fusion: func.FuncOp, op, checked: Sequence[object]) -> bool:
-    """The index comes from inputs of about its own size, without a reduction."""
-    cone = backward_slice(fusion, [op.index])
-    if any(isinstance(o, ReductionOp) for o in cone):
-        return False
-    args = list(fusion.body.block.args)
-    index_numel = max(1, int(np.prod([max(e, 1) for e in op.index.type.shape])))
-    read = [checked[args.index(v)] for v in {op.index, *(w for o in cone for w in o.operands)} if v in args]
-    sizes = [int(np.prod(x.shape)) for x in read if hasattr(x, "shape")]
-    largest, smallest = max(sizes, default=0), min(sizes, default=0)
-    return largest <= _MAX_CONE_INPUT_RATIO * max(index_numel, smallest)
+_LAYOUT_OPS = (BroadcastOp, BroadcastInDimOp, SqueezeOp, ExpandOp, ReshapeOp, PermuteOp)
+_max = np.maximum.reduce
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def index_ops(fusion: func.FuncOp) -> list:
     return [op for op in fusion.body.block.ops if isinstance(op, (GatherOp, TakeAlongAxisOp, IndexSelectOp))]
 
 
-def check_index_ranges(fusion: func.FuncOp, checked: Sequence[object], extents) -> None:
-    """Raises IndexError naming the index and the extent when an index is out of range."""
-    for op in index_ops(fusion):
-        if not _cheap(fusion, op, checked):
-            continue
+def _integer_dtype(v: SSAValue) -> np.dtype | None:
+    t = v.type
+    if not isinstance(t, TensorType) or t.dtype not in ("i64", "i32"):
+        return None
+    return numpy_dtype(t.dtype)
+
+
+def _peel(v: SSAValue) -> SSAValue:
+    """Through ops that keep the set of values: layout ops and widening integer casts."""
+    while True:
+        owner = v.owner
+        if isinstance(owner, _LAYOUT_OPS):
+            v = owner.input
+        elif isinstance(owner, CastOp) and (inner := _integer_dtype(owner.input)) is not None \
+                and (outer := _integer_dtype(v)) is not None and outer.itemsize >= inner.itemsize:
+            v = owner.input
+        else:
+            return v
+
+
+def _int_constant(v: SSAValue) -> int | None:
+    owner = v.owner
+    if isinstance(owner, arith.ConstantOp):
+        value = getattr(owner.value, "value", None)
+        data = getattr(value, "data", None)
+        if isinstance(data, int) and not isinstance(data, bool):
+            return data
+    return None
+
+
+@dataclass(frozen=True)
+class RangeSource:
+    """The index's values are those of fusion input `arg`; with `ignore` set, elements equal
+    to `ignore` read as `fill` instead (where(ne(y, ignore), y, fill))."""
+
+    arg: int
+    ignore: int | None = None
+    fill: int | None = None
+
+
+def range_source(fusion: func.FuncOp, index: SSAValue) -> RangeSource | None:
+    """How the index can be range-checked from an input alone, or None (a cone check)."""
+    args = list(fusion.body.block.args)
+    v = _peel(index)
+    if v in args:
+        return RangeSource(args.index(v)) if _integer_dtype(v) is not None else None
+    where = v.owner
+    if not isinstance(where, WhereOp):
+        return None
+    y, fill, cond = _peel(where.lhs), _int_constant(where.rhs), where.cond.owner
+    if y not in args or _integer_dtype(y) is None or fill is None:
+        return None
+    if not isinstance(cond, BinaryOp) or cond.op_kind != BinaryKind.NE:
+        return None
+    # The mask must be taken of the very value `where` selects from, element for element.
+    sides = [(cond.lhs, _int_constant(cond.rhs)), (cond.rhs, _int_constant(cond.lhs))]
+    ignore = next((c for s, c in sides if s is where.lhs and c is not None), None)
+    return None if ignore is None else RangeSource(args.index(y), ignore, fill)
+
+
+class IndexCheck:
+    """The check of one index op (see the module doc)."""
+
+    def __init__(self, fusion: func.FuncOp, op):
+        self.fusion = fusion
+        self.op = op
+        self.axis = op.axis
         args = list(fusion.body.block.args)
-        needed = {op.index, *(v for o in backward_slice(fusion, [op.index]) for v in o.operands)}
-        host = [to_numpy(x) if a in needed else None for a, x in zip(args, checked)]
-        (index,) = evaluate_values(fusion, host, [op.index])
+        self.cone = backward_slice(fusion, [op.index])
+        self.needed = frozenset(args.index(v) for v in {op.index, *(w for o in self.cone for w in o.operands)}
+                                if v in args)
+        self.has_reduction = any(isinstance(o, ReductionOp) for o in self.cone)
+        self.range = range_source(fusion, op.index)
+        self.unsigned = None
+        if self.range is not None:
+            self.unsigned = _UNSIGNED[_integer_dtype(args[self.range.arg]).itemsize]
+
+    def source(self) -> str:
+        """Names the input(s) an index comes from, and the ops in between (for the error)."""
+        args = list(self.fusion.body.block.args)
+        sources = [v for v in [self.op.index, *(w for o in self.cone for w in o.operands)] if v in args]
+        names = ", ".join(dict.fromkeys(arg_label(self.fusion, args.index(v)) for v in sources)) or "a computed index"
+        path = [o.name for o in self.cone if not o.name.startswith("arith.")]
+        return names + (f" (through {', '.join(path)})" if path else "")
+
+    def applies(self, inputs: Sequence[object], extents) -> bool:
+        """Whether this call checks the index: it is not empty, and (cone checks) its inputs
+        are about its own size without a reduction. Depends only on the inputs' signature."""
+        index_numel = int(np.prod(extents.shape(self.op.index)))
+        if index_numel == 0:
+            return False
+        if self.range is not None:
+            return True
+        if self.has_reduction:
+            return False
+        sizes = [int(np.prod(inputs[i].shape)) for i in self.needed if hasattr(inputs[i], "shape")]
+        largest, smallest = max(sizes, default=0), min(sizes, default=0)
+        return largest <= _MAX_CONE_INPUT_RATIO * max(index_numel, smallest)
+
+    def check(self, inputs: Sequence[object], extent: int) -> None:
+        """Raises IndexError when an index is outside 0..extent-1."""
+        if self.range is None or self._range_violated(inputs, extent):
+            self._check_cone(inputs, extent)
+
+    def _range_violated(self, inputs: Sequence[object], extent: int) -> bool:
+        r = self.range
+        values = inputs[r.arg]
+        if type(values) is not np.ndarray:
+            values = to_numpy(values)
+        if values.size == 0:
+            return False
+        unsigned = values.view(self.unsigned)  # negative values become huge: one max finds both ends
+        if r.ignore is None:
+            return int(_max(unsigned, axis=None)) >= extent
+        kept = values != r.ignore
+        if int(_max(unsigned, axis=None, where=kept, initial=0)) >= extent:
+            return True
+        return not 0 <= r.fill < extent and not kept.all()
+
+    def _check_cone(self, inputs: Sequence[object], extent: int) -> None:
+        host = [to_numpy(x) if i in self.needed else None for i, x in enumerate(inputs)]
+        (index,) = evaluate_values(self.fusion, host, [self.op.index])
         if not isinstance(index, np.ndarray) or index.size == 0:
-            continue
-        extent = extents.shape(op.input)[op.axis]
+            return
         low, high = int(index.min()), int(index.max())
         if low < 0 or high >= extent:
             bad = low if low < 0 else high
             raise IndexError(
-                f"{_source(fusion, op)}: index {bad} is out of range for {op.name} along dim "
-                f"{op.axis} of extent {extent} (valid: 0..{extent - 1})"
+                f"{self.source()}: index {bad} is out of range for {self.op.name} along dim "
+                f"{self.axis} of extent {extent} (valid: 0..{extent - 1})"
             )
+
+
+class IndexChecks:
+    """Every index check of a fusion, analysed once."""
+
+    def __init__(self, fusion: func.FuncOp):
+        self.checks = tuple(IndexCheck(fusion, op) for op in index_ops(fusion))
+
+    def __bool__(self) -> bool:
+        return bool(self.checks)
+
+    def bind(self, inputs: Sequence[object], extents) -> tuple[tuple[IndexCheck, int], ...]:
+        """The checks a call with these inputs' signature runs, each with the extent it checks
+        against (what a launch plan keeps)."""
+        return tuple((c, int(extents.shape(c.op.input)[c.axis])) for c in self.checks if c.applies(inputs, extents))
+
+    def run(self, inputs: Sequence[object], extents) -> None:
+        """Checks every index of one call (the full path)."""
+        for check, extent in self.bind(inputs, extents):
+            check.check(inputs, extent)
+
+
+def check_index_ranges(fusion: func.FuncOp, checked: Sequence[object], extents) -> None:
+    """Raises IndexError naming the index and the extent when an index is out of range (analyses
+    the fusion on every call: executors keep an `IndexChecks` instead)."""
+    IndexChecks(fusion).run(checked, extents)

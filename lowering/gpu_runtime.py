@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import math
 import sys
+import weakref
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -297,6 +298,26 @@ class GpuModule:
         fn.prepared_call(_dim3(grid, "grid"), _dim3(block, "block"), *(v for _, v in packed),
                          shared_size=shared_bytes)
 
+    def bind(self, kernel_name: str, grid, block, args: Sequence[object], *, needs_sync: bool = True,
+             shared_bytes: int = 0) -> "BoundGpuLaunch":
+        """A launch with everything but the data pointers fixed (a launch plan's hot path): `args`
+        as for `launch`, each pointer argument given as a `PointerSlot` (cpu_runtime's: any object
+        with `nbytes`). The argument formats and constants are packed once, here."""
+        template, slots = [], []
+        for i, a in enumerate(args):
+            if hasattr(a, "nbytes") and not isinstance(a, np.generic):  # a PointerSlot
+                template.append(("P", 0))
+                slots.append(i)
+            else:
+                template.append(_pack(a, i, kernel_name))
+        formats = "".join(f for f, _ in template)
+        fn = self._calls.get((kernel_name, formats)) or self._prepare(kernel_name, formats)
+        if shared_bytes > self._shared_optin.get(kernel_name, _STATIC_SHARED_LIMIT):
+            fn.set_attribute(driver().function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_bytes)
+            self._shared_optin[kernel_name] = shared_bytes
+        return BoundGpuLaunch(fn, _dim3(grid, "grid"), _dim3(block, "block"), [v for _, v in template], slots,
+                              shared_bytes)
+
     def _prepare(self, kernel_name: str, formats: str):
         drv = driver()
         try:
@@ -306,6 +327,26 @@ class GpuModule:
         fn.prepare(formats)
         self._calls[(kernel_name, formats)] = fn
         return fn
+
+
+class BoundGpuLaunch:
+    """A prepared kernel with its grid, block and constant arguments packed; per call only the
+    device pointers are filled in. Thread-safe: the argument list is built per call."""
+
+    __slots__ = ("fn", "grid", "block", "template", "slots", "shared_bytes", "__weakref__")
+    instances: "weakref.WeakSet[BoundGpuLaunch]" = weakref.WeakSet()
+    """(weak) for the benchmark harness, which swaps `fn` for an empty kernel's (EmptyLaunches)."""
+
+    def __init__(self, fn, grid, block, template: list, slots: list[int], shared_bytes: int):
+        self.fn, self.grid, self.block = fn, grid, block
+        self.template, self.slots, self.shared_bytes = template, tuple(slots), shared_bytes
+        BoundGpuLaunch.instances.add(self)
+
+    def __call__(self, pointers: Sequence[int]) -> None:
+        values = list(self.template)
+        for slot, address in zip(self.slots, pointers):
+            values[slot] = address
+        self.fn.prepared_call(self.grid, self.block, *values, shared_size=self.shared_bytes)
 
 
 def synchronize() -> None:

@@ -1,8 +1,17 @@
 """Launching compiled kernels: buffers, kernel arguments from run-time extents, records.
 
-Every kernel parameter (lowering.emit_cuda.Param) is filled from the call: tensor
-pointers, element strides of the actual arrays, extents and scalar values from
-`evaluate_extents` on the concretized fusion, normalised slice starts from its resize facts."""
+Every kernel parameter (lowering.emit_cuda.Param) is filled from the call through
+`ARGUMENT_SOURCES`, a table keyed by `Param.kind`: each entry turns a parameter into an
+argument *source* — `Buffer(value)` (the pointer of a call buffer: an input, an output or an
+intermediate), `PerLaunch(words)` (a zero-filled scratch buffer allocated for every launch, e.g.
+a grid reduction's workspace) or a constant (a numpy scalar: element strides of the actual
+arrays, extents and scalar values from `evaluate_extents` on the concretized fusion, normalised
+slice starts from its resize facts). A new kind is one entry here; one whose buffer is allocated
+per launch returns a `PerLaunch`, which both the full path (`Launcher.run`) and launch plans
+(lowering/launch_plan.py) allocate before each launch.
+
+The full path (`Launcher.run`) resolves the sources and launches through the program's checked
+`launch`; it also returns the `KernelLaunch` specs a launch plan is built from."""
 
 from __future__ import annotations
 
@@ -20,6 +29,57 @@ from fuser.lowering.emit_cuda import Param
 from fuser.lowering.errors import MemcheckError
 
 _SCALAR_CTYPES = {"double": np.float64, "float": np.float32, "long long": np.int64, "int": np.int32, "bool": np.bool_}
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """Argument source: the data pointer of the call buffer holding `value`."""
+
+    value: SSAValue
+
+
+@dataclass(frozen=True)
+class PerLaunch:
+    """Argument source: a fresh zero-filled buffer of `words` 8-byte words for each launch."""
+
+    words: int
+
+
+def _workspace(launcher: "Launcher", p: Param):
+    # Word 0: the finished-block counter; then `dim` partials per block (schedulers/grid.py).
+    return PerLaunch(1 + p.dim * launcher.grid[0])
+
+
+def _scalar(launcher: "Launcher", p: Param):
+    value = launcher.rt.scalars[p.value]
+    if value is None:
+        raise ValueError(f"scalar {p.value} has no value at run time")
+    return _SCALAR_CTYPES[p.ctype](value)
+
+
+ARGUMENT_SOURCES = {
+    "input": lambda launcher, p: Buffer(p.value),
+    "output": lambda launcher, p: Buffer(p.value),
+    "stride": lambda launcher, p: np.int64(launcher.mem.element_strides(launcher.buffers[p.value])[p.dim]),
+    "extent": lambda launcher, p: np.int64(launcher.rt.shape(p.value)[p.dim]),
+    "scalar": _scalar,
+    "slice_start": lambda launcher, p: np.int64(launcher.slice_facts[p.op].bounds[2 * p.dim]),
+    "workspace": _workspace,
+}
+"""Param.kind -> (launcher, param) -> the argument's source (see the module doc)."""
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    """One launch of a call, its arguments as sources: what a launch plan replays."""
+
+    kernel: object  # EmittedKernel
+    program: object
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    sources: tuple
+    allocates: tuple
+    """The values whose buffers are allocated just before this launch (its plan's outputs)."""
 
 
 @dataclass(frozen=True)
@@ -60,27 +120,24 @@ class Launcher:
         self.buffers[v] = buf
         return buf
 
-    def argument(self, p: Param):
-        if p.kind in ("input", "output"):
-            return self.mem.pointer(self.buffers[p.value])
-        if p.kind == "stride":
-            return np.int64(self.mem.element_strides(self.buffers[p.value])[p.dim])
-        if p.kind == "extent":
-            return np.int64(self.rt.shape(p.value)[p.dim])
-        if p.kind == "scalar":
-            value = self.rt.scalars[p.value]
-            if value is None:
-                raise ValueError(f"scalar {p.value} has no value at run time")
-            return _SCALAR_CTYPES[p.ctype](value)
-        if p.kind == "slice_start":
-            return np.int64(self.slice_facts[p.op].bounds[2 * p.dim])
-        if p.kind == "workspace":
-            # Word 0: the finished-block counter; then `dim` partials per block (schedulers/grid.py).
-            return self.mem.pointer(self.mem.workspace(1 + p.dim * self.grid[0]))
-        raise AssertionError(p.kind)
+    def source(self, p: Param):
+        make = ARGUMENT_SOURCES.get(p.kind)
+        if make is None:
+            raise AssertionError(f"no argument source for kernel parameter kind {p.kind!r} (launch.ARGUMENT_SOURCES)")
+        return make(self, p)
 
-    def run(self, backend) -> tuple[list[object], list[KernelRecord]]:
-        records = []
+    def argument(self, source):
+        """The launch argument of one source (the full path)."""
+        if isinstance(source, Buffer):
+            return self.mem.pointer(self.buffers[source.value])
+        if isinstance(source, PerLaunch):
+            return self.mem.pointer(self.mem.workspace(source.words))
+        return source
+
+    def run(self, backend) -> tuple[list[object], list[KernelRecord], list[KernelLaunch | None]]:
+        """Launches every kernel; returns the outputs, the records and the launches (None for a
+        kernel with nothing to compute) that a launch plan replays."""
+        records, launches = [], []
         for plan, kernel, module in zip(self.compiled.plans, self.kernels.kernels, self.kernels.modules):
             for v in plan.outputs:
                 self.allocate(v)
@@ -89,35 +146,23 @@ class Launcher:
             loaded = stored = None
             if grid is not None:
                 self.grid = grid
-                args = [self.argument(p) for p in kernel.params]
+                sources = tuple(self.source(p) for p in kernel.params)
+                args = [self.argument(s) for s in sources]
                 try:
                     stats = module.launch(kernel.name, grid, block, args, needs_sync=kernel.needs_sync,
                                           shared_bytes=kernel.shared_bytes)
                 except MemcheckError as e:
-                    raise self.named(e, kernel.params) from None
+                    raise named(e, kernel.params, self.compiled, self.rt) from None
                 if stats is not None:  # backends that count global bytes
                     loaded, stored = stats.bytes_loaded, stats.bytes_stored
-            elif backend.counts_bytes:
-                loaded = stored = 0
+                launches.append(KernelLaunch(kernel, module, tuple(grid), (block, 1, 1), sources, tuple(plan.outputs)))
+            else:
+                if backend.counts_bytes:
+                    loaded = stored = 0
+                launches.append(None)
             records.append(KernelRecord(kernel.name, plan.scheduler, grid or (0, 0, 0), (block, 1, 1),
                                         kernel.source, loaded, stored, kernel.needs_sync))
-        return [self.result(v) for v in self.returned], records
-
-    def named(self, error: MemcheckError, params: Sequence[Param]) -> MemcheckError:
-        """`error` with the fusion value its kernel parameter holds (the runtime knows only "in3")."""
-        param = next((p for p in params if p.name == error.param and p.value is not None), None)
-        if param is None:
-            return error
-        facts = self.compiled.launch_facts
-        if param.value in facts.args:
-            what = f"fusion {arg_label(self.fusion, facts.args.index(param.value))}"
-        elif param.value in self.returned:
-            what = f"fusion output {self.returned.index(param.value)}"
-        else:
-            what = f"the result of {param.value.owner.name}"  # type: ignore[union-attr]
-        return MemcheckError(f"{error}; {param.name} is {what}, shape {list(self.rt.shape(param.value))}",
-                             kernel=error.kernel, code=error.code, param=f"{param.name} ({what})",
-                             index=error.index, extent=error.extent)
+        return [self.result(v) for v in self.returned], records, launches
 
     def result(self, v: SSAValue):
         if isinstance(v.type, TensorType):
@@ -126,3 +171,20 @@ class Launcher:
             return np.array(out, copy=True) if v in self.compiled.launch_facts.tensor_args and isinstance(out, np.ndarray) else out
         return self.rt.scalars[v]
 
+
+
+def named(error: MemcheckError, params: Sequence[Param], compiled: CompiledFusion, rt) -> MemcheckError:
+    """`error` with the fusion value its kernel parameter holds (the runtime knows only "in3")."""
+    param = next((p for p in params if p.name == error.param and p.value is not None), None)
+    if param is None:
+        return error
+    facts = compiled.launch_facts
+    if param.value in facts.args:
+        what = f"fusion {arg_label(facts.fusion, facts.args.index(param.value))}"
+    elif param.value in facts.returned:
+        what = f"fusion output {facts.returned.index(param.value)}"
+    else:
+        what = f"the result of {param.value.owner.name}"  # type: ignore[union-attr]
+    return MemcheckError(f"{error}; {param.name} is {what}, shape {list(rt.shape(param.value))}",
+                         kernel=error.kernel, code=error.code, param=f"{param.name} ({what})",
+                         index=error.index, extent=error.extent)

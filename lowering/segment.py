@@ -175,10 +175,15 @@ class Segmenter:
         for k, seg in enumerate(segs):
             for op in seg:
                 placed.setdefault(op, set()).add(k)
-        plans = []
+        plans: list[KernelPlan] = []
         for k, ((_, _, reason), seg) in enumerate(zip(segments, segs)):
             members = set(seg)
             outputs = self._final_outputs(segs, k, placed)
+            if not outputs:
+                # Nothing of it is needed from memory: its consumers recompute the cheap ops it
+                # holds (_recompute_cheap_inputs), or it is dead. A kernel writing nothing is
+                # never planned (it would launch with an empty grid).
+                continue
             verdict = self.classify(seg, outputs)
             assert verdict.ok, verdict.reason
             inputs: list[SSAValue] = []
@@ -190,7 +195,7 @@ class Segmenter:
             for v in outputs:
                 groups.setdefault(self.sym.shape(v), []).append(v)
             plans.append(KernelPlan(
-                index=k, ops=seg, inputs=inputs, outputs=outputs, groups=list(groups.values()),
+                index=len(plans), ops=seg, inputs=inputs, outputs=outputs, groups=list(groups.values()),
                 scheduler=verdict.scheduler, split_reason=reason, domain=verdict.domain,
                 reduced_dims=verdict.reduced_dims, forms=verdict.forms,
             ))

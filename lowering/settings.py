@@ -1,8 +1,12 @@
 """Every environment variable the lowering reads, read and checked here and nowhere else.
 
-Each is read when it is used (not at import), so a test or a long-running process may change
-it. A bad value raises `SettingError` naming the variable, its value and what it accepts.
-(`FUSER_DISABLE` belongs to `passes.concretize`, which may not import the lowering.)
+Each function reads its variable when called (not at import). The hot path of a cached
+`execute` does not call them: it reads `launch_settings()`, a snapshot of the variables every
+execute consults (FUSER_MEMCHECK, FUSER_CPU_THREADS, FUSER_DISABLE) taken on first use. After
+changing one of those in a running process, call `settings.reload()` (tests do, after
+monkeypatch.setenv); the others need nothing. A bad value raises `SettingError` naming the
+variable, its value and what it accepts. (`FUSER_DISABLE` is parsed by `passes.concretize`,
+which may not import the lowering; the snapshot only holds its text.)
 
 | variable | accepts | default |
 | --- | --- | --- |
@@ -18,8 +22,10 @@ it. A bad value raises `SettingError` naming the variable, its value and what it
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 from pathlib import Path
+from typing import NamedTuple
 
 from fuser.lowering.errors import FuserError
 
@@ -98,3 +104,45 @@ def cuda_homes() -> list[str]:
     """CUDA toolkit folders: $CUDA_HOME, $CUDA_PATH, /usr/local/cuda (those that exist)."""
     homes = [_text(v) for v in ("CUDA_HOME", "CUDA_PATH")] + ["/usr/local/cuda"]
     return [h for h in dict.fromkeys(homes) if h and os.path.isdir(h)]
+
+
+# --- the snapshot of the settings every execute reads -------------------------------------------
+
+
+class LaunchSettings(NamedTuple):
+    """The variables a cached `execute` depends on, read once (see the module doc)."""
+
+    memcheck: bool
+    cpu_threads: int
+    disable: str
+    """FUSER_DISABLE's raw text (parsed by passes.concretize)."""
+
+
+_snapshot: LaunchSettings | None = None
+_snapshot_lock = threading.Lock()
+
+
+def launch_settings() -> LaunchSettings:
+    """The snapshot (read from the environment on first use, or after `reload()`)."""
+    snapshot = _snapshot
+    return snapshot if snapshot is not None else _take_snapshot()
+
+
+def _take_snapshot() -> LaunchSettings:
+    global _snapshot
+    with _snapshot_lock:
+        if _snapshot is None:
+            _snapshot = LaunchSettings(memcheck(), cpu_threads(), os.environ.get("FUSER_DISABLE", ""))
+        return _snapshot
+
+
+def reload() -> LaunchSettings:
+    """Re-read the snapshotted variables now (after changing os.environ in this process).
+    Executors key their launch plans by the snapshot, so a changed memcheck setting or
+    FUSER_DISABLE takes effect from the next `execute`. Raises SettingError for a bad value
+    (the previous snapshot is then kept)."""
+    global _snapshot
+    fresh = LaunchSettings(memcheck(), cpu_threads(), os.environ.get("FUSER_DISABLE", ""))
+    with _snapshot_lock:
+        _snapshot = fresh
+    return fresh

@@ -2,8 +2,11 @@
 
 Every `?` dim gets a symbol; each op unifies the symbols of the extents its dim rule ties
 (fuser_dialect.op_table: elementwise ops join their operands' dims, layout ops carry them
-along, resized dims tie to nothing and get new ones). Segmentation compares iteration domains with these symbols, so the
-grouping never depends on the extents of one particular call."""
+along, resized dims tie to nothing and get new ones). A static extent is a constant in the
+same union-find: a symbol tied to it becomes that constant everywhere, so `x: ?x?` times a
+`64x4096` broadcast is one domain [64, 4096], as its all-symbolic spelling is one domain
+[s0, s1]. Segmentation compares iteration domains with these symbols, so the grouping never
+depends on the extents of one particular call."""
 
 from __future__ import annotations
 
@@ -20,7 +23,9 @@ Sym = int | str  # a static extent, "b", or "s<k>" for a dynamic extent class
 
 class SymbolicExtents:
     def __init__(self, fusion: func.FuncOp):
-        self._classes: UnionFind[str] = UnionFind()
+        # Symbols and the static extents they are tied to; a constant is always its class's root.
+        self._classes: UnionFind[Sym] = UnionFind()
+        self._symbols = 0
         self._shapes: dict[SSAValue, list[Sym]] = {}
         self._dim_of: dict[SSAValue, Sym] = {}
         for arg in fusion.body.block.args:
@@ -31,7 +36,8 @@ class SymbolicExtents:
 
     # -- symbols ------------------------------------------------------------------
     def _fresh(self) -> str:
-        s = f"s{len(self._classes)}"
+        s = f"s{self._symbols}"
+        self._symbols += 1
         self._classes.add(s)
         return s
 
@@ -46,11 +52,13 @@ class SymbolicExtents:
             return b
         if b == B or a == b:
             return a
-        if isinstance(a, int):
+        if isinstance(a, int) and isinstance(b, int):
+            # Only a tie that may break at run time (an extent-1 dim expanding without being
+            # typed `b`) joins two different constants; the verifier rejects the others.
             return a
         if isinstance(b, int):
-            return b
-        return self._classes.union(a, b)
+            a, b = b, a
+        return self._classes.union(a, b)  # a constant stays the root: the symbol becomes it
 
     def _from_type(self, e: int) -> Sym:
         return B if e == BROADCAST else self._fresh() if e == DYNAMIC else e
@@ -76,10 +84,11 @@ class SymbolicExtents:
     def _set(self, op: Operation, shape: list[Sym | None]) -> None:
         result = op.results[0]
         assert isinstance(result.type, TensorType)
-        # A static type beats a symbol (concretize may have refined the result); a dim the
-        # op's dim rule ties to nothing is what its type says.
+        # A static type binds the symbols tied to it (`?x?` times `64x4096` is 64x4096 on
+        # both sides); a dim the op's dim rule ties to nothing is what its type says.
         self._shapes[result] = [
-            B if t == BROADCAST else t if t >= 0 else s if s is not None else self._fresh()
+            B if t == BROADCAST else self._join(t, s) if t >= 0 and s is not None else t if t >= 0
+            else s if s is not None else self._fresh()
             for t, s in zip(result.type.shape, shape)
         ]
 
@@ -95,7 +104,10 @@ class SymbolicExtents:
             return
         shape: list[Sym | None] = [None] * result_type.rank
         for tie in dim_ties(op):
-            if tie.result_dim is None:
+            if tie.result_dim is None or not tie.exact:
+                # An inexact tie (an extent-1 dim that expands) joins nothing: a value read
+                # through it is not of the result's domain (an output exp(w) beside x + expand(w)
+                # would be written over x's domain).
                 continue
             sym = self._operand_sym(op, tie.operand, tie.operand_dim)
             current = shape[tie.result_dim]

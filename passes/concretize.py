@@ -12,7 +12,15 @@ resize's input and output along that dim, and whatever elementwise/layout ops ti
 up to the fusion inputs) gets its static extent; `fuser.dim` of a dim made static becomes a
 constant, and scalar arithmetic left unused is erased. Dims tied to no resize keep `?` (a
 batch dim stays dynamic). With `resize-extents=false` (or `concretize_resize_extents` in env
-FUSER_DISABLE) only the broadcast/iteration decision is taken and extents stay symbolic.
+FUSER_DISABLE) only the broadcast/iteration decision is taken and resize extents stay symbolic.
+
+In both modes a `?` dim exactly tied to a static extent of the IR itself becomes that extent:
+static and symbolic extents that must be equal are one domain (`fuser_dialect.extents.ExactDims`),
+so `broadcast_in_dim(w, [64, 4096], [1])` against a `?x?` input makes the input `64x4096`
+and the fusion segments as its all-symbolic spelling does. This consumes nothing of the run
+(the IR fixes these extents; `ExtentPlan` rejects an input that disagrees before the cache
+key is made), so the cache key need not change. Only dims tied to a static extent become
+static: a batch dim tied to none keeps serving every batch size.
 
 CLI, one entry per fusion input kind, in argument order:
     fuser-opt f.mlir -p 'concretize{extents="8x3x2x5x6;8x7x4x9x5" scalars="1,-2"}'
@@ -31,7 +39,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -44,11 +52,12 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from fuser_dialect import ops_factory as F
 from fuser_dialect import ops_layout as L
 from fuser_dialect import ops_resize as R
-from fuser_dialect.extents import ConcretizationInfo, ExtentError, ResizeFacts, RuntimeExtents, evaluate_extents
+from fuser_dialect.extents import (
+    ConcretizationInfo, DimKey, ExactDims, ExtentError, ResizeFacts, RuntimeExtents, evaluate_extents,
+)
 from fuser_dialect.fusion import the_fusion, verify_fusion
-from fuser_dialect.op_table import dim_ties, shape_rule
+from fuser_dialect.op_table import shape_rule
 from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType
-from fuser_dialect.union_find import UnionFind
 
 DISABLE_RESIZE_EXTENTS = "concretize_resize_extents"
 """The `_disable_options` / FUSER_DISABLE entry that turns static resize extents off."""
@@ -103,32 +112,6 @@ def concretize(
     return info
 
 
-# --- exact mapping: which dims are guaranteed equal --------------------------------------------
-
-
-DimKey = tuple[SSAValue, int]
-"""(value, dim): concretize's exact classes are sets of these, equal at run time by construction
-of the IR and the broadcast decisions alone (never by coincidence of this run's extents: the
-result must be the same for every run with the same ConcretizationInfo)."""
-
-
-def _exact_pairs(op: Operation, flags: Callable[[SSAValue], tuple[bool, ...]]) -> list[tuple[DimKey, DimKey]]:
-    """The (operand dim, result dim) pairs of `op` that are always equal: the exact
-    tensor-to-tensor ties of its dim rule. Broadcast dims never pair: they are extent 1 and
-    take the other side's extent."""
-    if not op.results or not isinstance(op.results[0].type, TensorType):
-        return []
-    out = op.results[0]
-    pairs = []
-    for tie in dim_ties(op):
-        if not tie.exact or tie.operand_dim is None or tie.result_dim is None:
-            continue
-        v = op.operands[tie.operand]
-        if not flags(v)[tie.operand_dim] and not flags(out)[tie.result_dim]:
-            pairs.append(((v, tie.operand_dim), (out, tie.result_dim)))
-    return pairs
-
-
 # --- the rewrite ---------------------------------------------------------------------------------
 
 
@@ -146,7 +129,7 @@ class _Concretizer:
 
     # -- decisions (no IR is changed until `_apply`) ----------------------------------------------
     def run(self) -> None:
-        static = self._static_dims() if self.resize_extents else {}
+        static = self._static_dims()
         new_types: dict[SSAValue, TensorType] = {}
         for arg in self.block.args:
             if isinstance(arg.type, TensorType):
@@ -159,32 +142,30 @@ class _Concretizer:
             new_types[out] = self._finish(out, dims, static, keep_order=False)
         self._apply(new_types)
 
-    def _static_dims(self) -> dict[tuple[SSAValue, int], int]:
-        """(value, dim) -> static extent, for every dim tied to a resized dim."""
-        classes: UnionFind[DimKey] = UnionFind()
+    def _static_dims(self) -> dict[DimKey, int]:
+        """(value, dim) -> static extent, for every dim exactly tied to a static one: a static
+        extent of the IR itself (a static broadcast shape against symbolic inputs), or, in
+        resize-extents mode, a resized dim."""
         flags = self.extents.broadcast_flags
-        for op in self.ops:
-            for operand_dim, result_dim in _exact_pairs(op, flags):
-                classes.union(result_dim, operand_dim)
-        fixed: dict[DimKey, int] = {}
-        for r in self.extents.resizes:
-            op = r.op
-            assert op is not None
-            ends = [v for v in op.operands if isinstance(v.type, TensorType)] + [op.results[0]]
-            for d in r.resized_dims:
-                for v in ends:
-                    if not flags(v)[d]:
-                        fixed[classes.find((v, d))] = self.extents.shape(v)[d]
-        if not fixed:
-            return {}
+        exact = ExactDims(self.fusion, flags)
+        if self.resize_extents:
+            for r in self.extents.resizes:
+                op = r.op
+                assert op is not None
+                ends = [v for v in op.operands if isinstance(v.type, TensorType)] + [op.results[0]]
+                for d in r.resized_dims:
+                    for v in ends:
+                        if not flags(v)[d]:
+                            exact.fix((v, d), self.extents.shape(v)[d], (v, d))
         values = [a for a in self.block.args if isinstance(a.type, TensorType)]
         values += [op.results[0] for op in self.ops if op.results and isinstance(op.results[0].type, TensorType)]
         static = {}
         for v in values:
+            v_flags = flags(v)
             for d in range(v.type.rank):
-                root = classes.find((v, d))
-                if root in fixed:
-                    static[(v, d)] = fixed[root]
+                extent = None if v_flags[d] else exact.static_extent((v, d))
+                if extent is not None:
+                    static[(v, d)] = extent
         return static
 
     def _finish(self, value: SSAValue, dims: Dims, static: dict[tuple[SSAValue, int], int], keep_order: bool) -> TensorType:
@@ -245,6 +226,9 @@ class _Concretizer:
             t = op.input.type
             assert isinstance(t, TensorType)
             if t.shape[op.axis] == DYNAMIC:
+                continue
+            if not op.results[0].uses:  # it only fed extents made static
+                Rewriter.erase_op(op)
                 continue
             extent = t.static_extent(op.axis)
             const = arith.ConstantOp(IntegerAttr(extent, i64))

@@ -3,23 +3,37 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable, Sequence
 
 import numpy as np
 
 from fuser_dialect.inputs import to_numpy
 from fuser.lowering import cpu_runtime
+from fuser.lowering.addresses import numpy_address
 from fuser.lowering.backends.base import KernelBackend
 from fuser.lowering.disk_cache import Binary
 
 
 def empty_like_layout(shape: Sequence[int], dtype: np.dtype, order: Sequence[int] | None) -> np.ndarray:
     """An uninitialised array of `shape` laid out in stride `order` (0 = fastest dim)."""
-    if order is None:
-        return np.empty(shape, dtype)
+    return layout_allocator(tuple(shape), np.dtype(dtype), None if order is None else tuple(order))()
+
+
+@functools.lru_cache(maxsize=1024)
+def layout_allocator(shape: tuple[int, ...], dtype: np.dtype, order: tuple[int, ...] | None):
+    """A function returning a fresh uninitialised array of `shape` in stride `order`: the
+    dense shape and the transposition are worked out once per (shape, dtype, order)."""
+    if order is None or all(order[d] == len(shape) - 1 - d for d in range(len(shape))):
+        return functools.partial(np.empty, shape, dtype)
     slowest_first = sorted(range(len(shape)), key=lambda d: -order[d])
-    dense = np.empty([shape[d] for d in slowest_first], dtype)
-    return dense.transpose(np.argsort(slowest_first))
+    dense_shape = tuple(shape[d] for d in slowest_first)
+    axes = tuple(int(a) for a in np.argsort(slowest_first))
+
+    def allocate() -> np.ndarray:
+        return np.empty(dense_shape, dtype).transpose(axes)
+
+    return allocate
 
 
 def _dense_view(a: np.ndarray) -> np.ndarray | None:
@@ -53,6 +67,22 @@ class HostMemory:
         """Zero-filled scratch memory of a launch (8-byte words; grid reductions)."""
         return np.zeros(words, np.uint64)
 
+    # What launch plans use (lowering/launch_plan.py): everything decided once per signature.
+
+    def allocator(self, shape, dtype, order):
+        """A function allocating the buffer `empty` would (called per call of a plan)."""
+        return layout_allocator(tuple(shape), np.dtype(dtype), None if order is None else tuple(order))
+
+    @staticmethod
+    def address(buf) -> int:
+        """The data address a pointer parameter receives for `buf` (its dense view's is the same)."""
+        return numpy_address(buf)
+
+    @staticmethod
+    def workspace_address(words: int) -> tuple[object, int]:
+        buf = np.zeros(words, np.uint64)
+        return buf, numpy_address(buf)
+
     def element_strides(self, buf) -> tuple[int, ...]:
         return tuple(s // buf.itemsize for s in buf.strides)
 
@@ -78,10 +108,12 @@ class CpuBackend(KernelBackend):
     def variant(self) -> Hashable:
         from fuser.lowering import settings
 
-        return settings.memcheck()  # a checked build is another binary of the same source
+        # A checked build is another binary of the same source; read from the settings snapshot
+        # (settings.reload() after changing FUSER_MEMCHECK in a running process).
+        return settings.launch_settings().memcheck
 
     def compiler(self) -> cpu_runtime.CpuCompiler:
-        return cpu_runtime.CpuCompiler(self.extra_flags)
+        return cpu_runtime.CpuCompiler(self.extra_flags, memcheck=self.variant())
 
     def load(self, binary: Binary, source: str) -> cpu_runtime.CpuModule:
         try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from fuser.lowering.backends.base import KernelBackend
 from fuser.lowering.disk_cache import Binary
 
@@ -38,6 +40,34 @@ class DeviceMemory:
 
     def output(self, buf):
         return buf.output()
+
+    # What launch plans use (lowering/launch_plan.py): everything decided once per signature.
+
+    def allocator(self, shape, dtype, order):
+        """A function allocating the buffer `empty` would (torch when this call's inputs were
+        torch tensors; the plan's signature fixes that). Keeps no reference to the inputs."""
+        gpu = self.gpu
+        shape, order = tuple(shape), None if order is None else tuple(order)
+        if not any(gpu._is_tensor(t) for t in self.like):
+            return lambda: gpu.empty(shape, dtype, stride_order=order)
+        import torch
+
+        device, strides = f"cuda:{gpu._device_ordinal()}", gpu.dense_strides(shape, order)
+        torch_dtype = gpu._torch_dtype(np.dtype(dtype))
+
+        def allocate():
+            t = torch.empty_strided(shape, strides, dtype=torch_dtype, device=device)
+            return gpu.DeviceArray(t.data_ptr(), shape, dtype, strides, t)
+
+        return allocate
+
+    @staticmethod
+    def address(buf) -> int:
+        return buf.ptr
+
+    def workspace_address(self, words: int) -> tuple[object, int]:
+        buf = self.workspace(words)
+        return buf, buf.ptr
 
 
 class CudaBackend(KernelBackend):

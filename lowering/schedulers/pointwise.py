@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fuser_dialect.types import numpy_dtype
+from fuser.lowering.addresses import numpy_address
 from fuser.lowering.analysis import GroupAccess
 from fuser.lowering.emit_cuda import KernelEmitter
 from fuser.lowering.index import vector_lane
@@ -59,7 +60,7 @@ def _outer_dims(shape: tuple[int, ...], invariant_prefix: int) -> int:
 def _element_strides_and_address(array) -> tuple[tuple[int, ...], int, int]:
     if hasattr(array, "data_ptr"):  # torch
         return tuple(array.stride()), array.data_ptr(), array.element_size()
-    return tuple(s // array.itemsize for s in array.strides), array.ctypes.data, array.itemsize
+    return tuple(s // array.itemsize for s in array.strides), numpy_address(array), array.itemsize
 
 
 def vector_width(access: GroupAccess, outputs, shape: tuple[int, ...], arrays: dict, output_layout: dict) -> int:

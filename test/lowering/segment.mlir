@@ -181,14 +181,39 @@ func.func @combined_with_other_domain(%x: !fuser.tensor<?x?xf32>, %y: !fuser.ten
 
 // -----
 
-// Reducing a reduction result again (over the same dim index, a different domain).
+// Reducing all of a reduction result again (a sum of per-column sums) is a grid reduction of
+// the same kernel: each block folds its columns' sums, the last block combines the partials.
 func.func @reduction_of_reduced(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<f32> {
   %a = fuser.reduction sum %x dims [0] : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xf32>
   %b = fuser.reduction sum %a dims [0] : !fuser.tensor<?xf32> -> !fuser.tensor<f32>
   func.return %b : !fuser.tensor<f32>
 }
 // CHECK-LABEL: func.func @reduction_of_reduced
-// CHECK-SAME:    {name = "fuser_kernel_1_reduction", scheduler = "reduction", reason = "split before fuser.reduction: fuser.reduction input is not shaped like the reduction domain"}
+// CHECK-SAME:    fuser.kernels = [{name = "fuser_kernel_0_reduction", scheduler = "reduction"}]
+
+// -----
+
+// A grid total cannot flow back onto the rows (each row would need every other row first).
+func.func @grid_total_back_onto_rows(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<?x?xf32> {
+  %a = fuser.reduction sum %x dims [1] : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xf32>
+  %b = fuser.reduction sum %a dims [0] : !fuser.tensor<?xf32> -> !fuser.tensor<f32>
+  %c = fuser.broadcast %b dims [0, 1] : !fuser.tensor<f32> -> !fuser.tensor<bxbxf32>
+  %d = fuser.binary div %x, %c : (!fuser.tensor<?x?xf32>, !fuser.tensor<bxbxf32>) -> !fuser.tensor<?x?xf32>
+  func.return %d : !fuser.tensor<?x?xf32>
+}
+// CHECK-LABEL: func.func @grid_total_back_onto_rows
+// CHECK-SAME:    reason = "split before fuser.broadcast: fuser.broadcast of a grid reduction result is not elementwise"
+
+// -----
+
+// A reduction of part of a per-row value is neither a row nor a grid reduction.
+func.func @partial_reduction_of_row_values(%x: !fuser.tensor<?x?x?xf32>) -> !fuser.tensor<?xf32> {
+  %a = fuser.reduction sum %x dims [2] : !fuser.tensor<?x?x?xf32> -> !fuser.tensor<?x?xf32>
+  %b = fuser.reduction sum %a dims [1] : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xf32>
+  func.return %b : !fuser.tensor<?xf32>
+}
+// CHECK-LABEL: func.func @partial_reduction_of_row_values
+// CHECK-SAME:    reason = "split before fuser.reduction: fuser.reduction of the per-row value [{{.*}}] reduces dims [1], not all of them"
 
 // -----
 
@@ -219,3 +244,54 @@ func.func @unrelated_op_between_reductions(%x: !fuser.tensor<?x?xf32>, %y: !fuse
   %m = fuser.reduction max %x dims [1] : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xf32>
   func.return %s, %z, %m : !fuser.tensor<?xf32>, !fuser.tensor<?xf32>, !fuser.tensor<?xf32>
 }
+
+// -----
+
+// Static and symbolic extents are one domain: x (`?x?`) times a static 4x8 broadcast of the
+// weight is the domain [4, 8] on both sides, so the row kernel takes the epilogue (it was
+// split off into a pointwise kernel re-reading x, plus an empty one).
+func.func @static_broadcast_after_reduction(%x: !fuser.tensor<?x?xf32>, %w: !fuser.tensor<?xf32>) -> !fuser.tensor<4x8xf32> {
+  %s = fuser.reduction sum %x dims [1] keepdim : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xbxf32>
+  %c = fuser.binary sub %x, %s : (!fuser.tensor<?x?xf32>, !fuser.tensor<?xbxf32>) -> !fuser.tensor<?x?xf32>
+  %wb = fuser.broadcast_in_dim %w dims [1] : !fuser.tensor<?xf32> -> !fuser.tensor<bx?xf32>
+  %we = fuser.expand %wb : !fuser.tensor<bx?xf32> -> !fuser.tensor<4x8xf32>
+  %o = fuser.binary mul %c, %we : (!fuser.tensor<?x?xf32>, !fuser.tensor<4x8xf32>) -> !fuser.tensor<4x8xf32>
+  func.return %o : !fuser.tensor<4x8xf32>
+}
+// CHECK-LABEL: func.func @static_broadcast_after_reduction
+// CHECK-SAME:    fuser.kernels = [{name = "fuser_kernel_0_inner_persistent", scheduler = "inner_persistent"}]
+// CHECK:         fuser.expand %wb {fuser.kernel = 0 : i64}
+// CHECK-NEXT:    fuser.binary mul %c, %we {fuser.kernel = 0 : i64}
+
+// -----
+
+// Must not unify: a static extent tied to no symbol of the domain ([8] vs [s0, s1]) stays a
+// domain of its own.
+func.func @static_extent_of_another_domain(%x: !fuser.tensor<?x?xf32>, %y: !fuser.tensor<8xf32>) -> (!fuser.tensor<?xf32>, !fuser.tensor<8xf32>) {
+  %s = fuser.reduction sum %x dims [1] : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xf32>
+  %e = fuser.unary exp %y : !fuser.tensor<8xf32> -> !fuser.tensor<8xf32>
+  func.return %s, %e : !fuser.tensor<?xf32>, !fuser.tensor<8xf32>
+}
+// CHECK-LABEL: func.func @static_extent_of_another_domain
+// CHECK-SAME:    {name = "fuser_kernel_1_pointwise", scheduler = "pointwise", reason = "split before fuser.unary: output [8] is not shaped like the reduction domain [s0, s1]"}
+
+// -----
+
+// A segment whose ops its consumer recomputes (exp y, cheap and input-only) writes nothing:
+// it is not planned at all (it was an empty pointwise kernel launched with an empty grid).
+// Every kernel listed computes an op.
+func.func @recomputed_segment_is_not_planned(%x: !fuser.tensor<?x?xf32>, %y: !fuser.tensor<?x?xf32>) -> (!fuser.tensor<?x?xf32>, !fuser.tensor<?x?xf32>) {
+  %s = fuser.reduction sum %x dims [1] keepdim : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xbxf32>
+  %o = fuser.binary sub %x, %s : (!fuser.tensor<?x?xf32>, !fuser.tensor<?xbxf32>) -> !fuser.tensor<?x?xf32>
+  %e = fuser.unary exp %y : !fuser.tensor<?x?xf32> -> !fuser.tensor<?x?xf32>
+  %c = fuser.reduction sum %o dims [0] keepdim : !fuser.tensor<?x?xf32> -> !fuser.tensor<bx?xf32>
+  %g = fuser.binary mul %e, %c : (!fuser.tensor<?x?xf32>, !fuser.tensor<bx?xf32>) -> !fuser.tensor<?x?xf32>
+  func.return %o, %g : !fuser.tensor<?x?xf32>, !fuser.tensor<?x?xf32>
+}
+// CHECK-LABEL: func.func @recomputed_segment_is_not_planned
+// CHECK-SAME:    fuser.kernels = [{name = "fuser_kernel_0_inner_persistent"{{[^}]*}}}, {name = "fuser_kernel_1_reduction"{{[^}]*}}}, {name = "fuser_kernel_2_pointwise"{{[^}]*}}}]
+// CHECK:         fuser.reduction sum %x dims [1] keepdim {fuser.kernel = 0 : i64}
+// CHECK-NEXT:    fuser.binary sub %x, %s {fuser.kernel = 0 : i64}
+// CHECK-NEXT:    fuser.unary exp %y {fuser.kernel = 2 : i64}
+// CHECK-NEXT:    fuser.reduction sum %o dims [0] keepdim {fuser.kernel = 1 : i64}
+// CHECK-NEXT:    fuser.binary mul %e, %c {fuser.kernel = 2 : i64}

@@ -23,6 +23,14 @@
 // RUN: fuser-opt %S/Inputs/concretize-slice-to-broadcast.mlir -p 'concretize{extents="6x5;7x5" scalars="-2;-1" resize-extents=false}' | filecheck %s --check-prefix=ROW-SYM
 // RUN: fuser-opt %S/Inputs/concretize-slice-to-broadcast.mlir -p 'concretize{extents="6x5;3x5" scalars="1,4" resize-extents=false}' | filecheck %s --check-prefix=ROWS-SYM
 //
+// Static and symbolic extents unified (both modes): a static broadcast shape fixes the `?`
+// dims tied to it; an extent-1 weight may still expand (its tie is not exact, it stays `?`).
+// RUN: fuser-opt %S/Inputs/concretize-static-broadcast.mlir -p 'concretize{extents="4x8;8;3x5"}' | filecheck %s --check-prefix=STATIC
+// RUN: fuser-opt %S/Inputs/concretize-static-broadcast.mlir -p 'concretize{extents="4x8;1;3x5" resize-extents=false}' | filecheck %s --check-prefix=STATIC
+// A static input extent fixes x's dim 1 only: the batch dim stays `?`.
+// RUN: fuser-opt %S/Inputs/concretize-static-input.mlir -p 'concretize{extents="3x8;8"}' | filecheck %s --check-prefix=STATIC-IN
+// RUN: fuser-opt %S/Inputs/concretize-static-input.mlir -p 'concretize{extents="1x8;8" resize-extents=false}' | filecheck %s --check-prefix=STATIC-IN
+//
 // Must not change: no resize op (in either mode, even with extent-1 inputs).
 // RUN: fuser-opt %S/Inputs/concretize-no-resize.mlir -p 'concretize{extents="1x5;1x5"}' | filecheck %s --check-prefix=SAME
 // RUN: fuser-opt %S/Inputs/concretize-no-resize.mlir -p 'concretize{extents="3x5;3x5" resize-extents=false}' | filecheck %s --check-prefix=SAME
@@ -106,3 +114,21 @@
 // SAME-NEXT:    %s = fuser.reduction sum %a dims [1] : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xf32>
 // SAME-NEXT:    func.return %s : !fuser.tensor<?xf32>
 // SAME-NEXT:  }
+
+// --- static and symbolic extents unified ----------------------------------------------------------------
+// x is tied to the static 4x8 by the mul; the reduction keeps 4 rows; `fuser.dim` of the now
+// static dim 1 is gone and the full it sized is static.
+// STATIC-LABEL: func.func @static_broadcast
+// STATIC-SAME:    (%x: !fuser.tensor<4x8xf32>, %w: !fuser.tensor<?xf32>, %y: !fuser.tensor<?x?xf32>) -> (!fuser.tensor<4x8xf32>, !fuser.tensor<?x?xf32>, !fuser.tensor<8xf32>)
+// STATIC-NEXT:    %s = fuser.reduction sum %x dims [1] keepdim : !fuser.tensor<4x8xf32> -> !fuser.tensor<4xbxf32>
+// STATIC-NEXT:    %c = fuser.binary sub %x, %s : (!fuser.tensor<4x8xf32>, !fuser.tensor<4xbxf32>) -> !fuser.tensor<4x8xf32>
+// STATIC-NEXT:    %wb = fuser.broadcast_in_dim %w dims [1] : !fuser.tensor<?xf32> -> !fuser.tensor<bx?xf32>
+// STATIC-NEXT:    %we = fuser.expand %wb : !fuser.tensor<bx?xf32> -> !fuser.tensor<4x8xf32>
+// STATIC-NEXT:    %o = fuser.binary mul %c, %we : (!fuser.tensor<4x8xf32>, !fuser.tensor<4x8xf32>) -> !fuser.tensor<4x8xf32>
+// STATIC-NEXT:    %e = fuser.unary exp %y : !fuser.tensor<?x?xf32> -> !fuser.tensor<?x?xf32>
+// STATIC-NOT:     fuser.dim
+// STATIC:         %z = fuser.full value %zero : (f64) -> !fuser.tensor<8xf32>
+
+// STATIC-IN-LABEL: func.func @static_input
+// STATIC-IN-SAME:    (%x: !fuser.tensor<?x8xf32>, %w: !fuser.tensor<8xf32>) -> !fuser.tensor<?x8xf32>
+// STATIC-IN:         %b = fuser.binary mul %x, %x : (!fuser.tensor<?x8xf32>, !fuser.tensor<?x8xf32>) -> !fuser.tensor<?x8xf32>

@@ -194,7 +194,13 @@ def test_memcheck_switched_on_mid_process_recompiles_a_cached_fusion(monkeypatch
         fd.add_output(fd.ops.exp(x))
     data = np.ones(8, np.float32)
     monkeypatch.setenv("FUSER_MEMCHECK", "0")
-    fd.execute([data], backend="cpu")
-    monkeypatch.setenv("FUSER_MEMCHECK", "1")
-    fd.execute([data], backend="cpu")
+    settings.reload()  # the snapshot an execute reads (settings.launch_settings)
+    try:
+        fd.execute([data], backend="cpu")
+        monkeypatch.setenv("FUSER_MEMCHECK", "1")
+        settings.reload()
+        fd.execute([data], backend="cpu")
+    finally:
+        monkeypatch.undo()
+        settings.reload()
     assert fd.cache_info().misses == 2

@@ -27,11 +27,17 @@ def test_bad_cpu_threads_names_the_variable(monkeypatch, value):
 def test_bad_cpu_threads_at_launch_is_a_clear_error(monkeypatch):
     program = CPU.program(with_prelude('extern "C" __global__ void nop() {}\nFUSER_HOST_LAUNCHER(nop)\n'))
     monkeypatch.setenv("FUSER_CPU_THREADS", "abc")
+    # Launches read the settings snapshot; settings.reload() re-reads it (and checks it).
     with pytest.raises(ValueError, match="FUSER_CPU_THREADS='abc'") as info:
-        program.launch("nop", 1, 1, [])
+        settings.reload()
     assert "invalid literal" not in str(info.value)
     monkeypatch.setenv("FUSER_CPU_THREADS", " 2 ")
-    assert program.launch("nop", 4, 8, []) == cr.LaunchStats(0, 0)
+    try:
+        assert settings.reload().cpu_threads == 2
+        assert program.launch("nop", 4, 8, []) == cr.LaunchStats(0, 0)
+    finally:
+        monkeypatch.undo()
+        settings.reload()
 
 
 def test_cache_size(monkeypatch):

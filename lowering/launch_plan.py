@@ -1,0 +1,220 @@
+"""Launch plans: a cached `execute` that only writes data pointers.
+
+An executor keeps one `LaunchPlan` per *call signature*: per input, for a tensor its type, shape,
+strides, dtype (torch: and device) and the alignment class of its data pointer (address mod 16:
+it decides vector widths), for a scalar its type and value (scalars are baked into kernels and
+arguments); plus the backend, the `_disable_options`, and the settings snapshot
+(`settings.launch_settings()`: memcheck build, threads, FUSER_DISABLE). Everything the full path
+derives from a call is a function of that signature: the input checks' verdict, the extents, the
+cache key, the schedules, the grids, the non-pointer kernel arguments, the output shapes and
+layouts. So a plan built from one full-path call replays it for every later call with the same
+signature:
+
+- the index range checks (lowering/gather_checks.py) — index VALUES are data, checked per call;
+- per tensor input, its data address (read while computing the signature); an input the backend
+  must copy (a strided view, a host array on the GPU) is adopted per call as the full path does;
+- per kernel, its output buffers are allocated (shape, dtype and layout worked out once) and its
+  prebuilt launch (`program.bind`: argument buffers, grid, block, config) is called with the data
+  pointers; per-launch buffers (`launch.PerLaunch`, e.g. a grid reduction's zeroed workspace) are
+  allocated before each launch.
+
+A call whose signature has no plan (or cannot have one: an unhashable scalar, a NaN, an unknown
+input type, a wrong count) takes the full path, which raises the same clear errors as always and
+stores a plan for next time. Plans are read without a lock (a dict lookup); they are built and
+stored under the executor's lock; their bound launches keep per-thread argument buffers.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fuser.lowering.addresses import numpy_address
+from fuser.lowering.errors import MemcheckError
+from fuser.lowering.launch import Buffer, KernelLaunch, KernelRecord, PerLaunch, named
+
+MAX_PLANS = 256
+"""Signatures an executor keeps plans for (the oldest plan goes first)."""
+
+_SCALAR_TYPES = frozenset({int, float, bool, np.int64, np.int32, np.float64, np.float32, np.bool_, np.int16,
+                           np.int8, np.uint8, np.uint16, np.uint32, np.uint64, np.float16})
+_ndarray = np.ndarray
+
+
+_torch_tensor: type | None = None
+
+
+def _torch_tensor_type():
+    global _torch_tensor
+    if _torch_tensor is None:
+        torch = sys.modules.get("torch")
+        _torch_tensor = torch.Tensor if torch is not None else None
+    return _torch_tensor
+
+
+def call_signature(inputs: Sequence[object], tensor_args: tuple[bool, ...]) -> tuple[tuple, list[int]] | None:
+    """(the signature of one call, the data address of each input — 0 for scalars), or None when
+    the call cannot use a plan. Cheap by design: attribute reads and a tuple per input."""
+    if len(inputs) != len(tensor_args):
+        return None
+    parts: list = []
+    addresses: list[int] = []
+    for x, is_tensor in zip(inputs, tensor_args):
+        kind = type(x)
+        if is_tensor:
+            if kind is _ndarray:
+                address = numpy_address(x)
+                parts.append((x.shape, x.strides, x.dtype, address & 15))
+            else:
+                tensor = _torch_tensor or _torch_tensor_type()
+                if tensor is None or not isinstance(x, tensor):
+                    return None
+                address = x.data_ptr()
+                parts.append((kind, x.shape, x.stride(), x.dtype, x.device, address & 15))
+            addresses.append(address)
+        else:
+            if kind not in _SCALAR_TYPES or x != x:  # a NaN never equals itself: no plan
+                return None
+            parts.append((kind, x))
+            addresses.append(0)
+    return tuple(parts), addresses
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One kernel of a plan: buffers to allocate before it, then its bound launch (None: a
+    kernel with nothing to compute)."""
+
+    allocations: tuple[tuple[int, Callable[[], object]], ...]
+    launch: Callable | None
+    pointers: tuple  # per pointer argument: a buffer slot, or a PerLaunch
+    per_launch: bool
+    launched: KernelLaunch | None
+
+
+class LaunchPlan:
+    """The replay of one call signature's launches (see the module doc)."""
+
+    def __init__(self, compiled, rt, memory, adopt_memory, launches: Sequence[KernelLaunch | None],
+                 records: Sequence[KernelRecord], checked: Sequence[object], addresses: Sequence[int],
+                 index_checks, cache_key):
+        facts = compiled.launch_facts
+        self.compiled = compiled
+        self.rt = rt
+        self.cache_key = cache_key
+        self.index_checks = tuple(index_checks)
+        self.records = tuple(records)
+        # `memory` is the full-path call's (it may hold that call's inputs): only its allocators,
+        # which keep no reference to them, are kept; the rest goes through a fresh `adopt_memory`.
+        self.address = adopt_memory.address
+        self.output = adopt_memory.output
+        self.workspace = adopt_memory.workspace_address
+        slots: dict = {a: i for i, a in enumerate(facts.args) if a in facts.tensor_args}
+        self.n_inputs = len(facts.args)
+        # Inputs used in place take the address read by call_signature; the others are adopted
+        # (copied) per call exactly as the full path does.
+        self.adopted = tuple((i, adopt_memory.adopt) for a, i in slots.items()
+                             if memory.address(memory.pointer(memory.adopt(checked[i]))) != addresses[i])
+        steps = []
+        next_slot = self.n_inputs  # slot i < n_inputs: fusion input i; then buffers in allocation order
+        for plan, launched in zip(compiled.plans, launches):
+            allocations = []
+            for v in plan.outputs:
+                slots[v], next_slot = next_slot, next_slot + 1
+                allocations.append((slots[v], memory.allocator(rt.shape(v), facts.dtypes[v], facts.output_layout.get(v))))
+            if launched is None:
+                steps.append(_Step(tuple(allocations), None, (), False, None))
+                continue
+            pointer_sources = tuple(slots[s.value] if isinstance(s, Buffer) else s
+                                    for s in launched.sources if isinstance(s, (Buffer, PerLaunch)))
+            bound = launched.program.bind(
+                launched.kernel.name, launched.grid, launched.block,
+                [_slot_for(s, rt, facts, memory) if isinstance(s, (Buffer, PerLaunch)) else s for s in launched.sources],
+                needs_sync=launched.kernel.needs_sync, shared_bytes=launched.kernel.shared_bytes)
+            steps.append(_Step(tuple(allocations), bound, pointer_sources,
+                               any(isinstance(s, PerLaunch) for s in pointer_sources), launched))
+        self.steps = tuple(steps)
+        self.n_slots = next_slot
+        self._no_objects = (None,) * (next_slot - self.n_inputs)
+        self._no_addresses = [0] * (next_slot - self.n_inputs)
+        self.results = tuple(
+            ("buffer", slots[v], v in facts.tensor_args) if v in slots else ("value", rt.scalars[v], False)
+            for v in facts.returned)
+
+    def run(self, inputs: Sequence[object], addresses: list[int]) -> tuple[list[object], list]:
+        """The outputs of one call, and each kernel's (bytes loaded, bytes stored) or None."""
+        for check, extent in self.index_checks:
+            check.check(inputs, extent)
+        objects = [*inputs, *self._no_objects]
+        addr = addresses + self._no_addresses
+        address = self.address
+        for i, adopt in self.adopted:
+            buf = objects[i] = adopt(inputs[i])
+            addr[i] = address(buf)
+        counts = []
+        for step in self.steps:
+            for slot, allocate in step.allocations:
+                buf = objects[slot] = allocate()
+                addr[slot] = address(buf)
+            if step.launch is None:
+                counts.append(None)
+                continue
+            if step.per_launch:
+                keep = []
+                pointers = []
+                for s in step.pointers:
+                    if isinstance(s, PerLaunch):
+                        buf, a = self.workspace(s.words)
+                        keep.append(buf)
+                        pointers.append(a)
+                    else:
+                        pointers.append(addr[s])
+            else:
+                pointers = [addr[s] for s in step.pointers]
+            try:
+                counts.append(step.launch(pointers))
+            except MemcheckError as e:
+                raise named(e, step.launched.kernel.params, self.compiled, self.rt) from None
+        outputs = []
+        for kind, what, is_input in self.results:
+            if kind == "value":
+                outputs.append(what)
+                continue
+            out = self.output(objects[what])
+            # A fusion input returned as is: outputs never alias inputs.
+            outputs.append(np.array(out, copy=True) if is_input and isinstance(out, np.ndarray) else out)
+        return outputs, counts
+
+    def kernel_records(self, counts: Sequence) -> list[KernelRecord]:
+        """fd.last_kernels() of a plan call (built only when asked for)."""
+        out = []
+        for record, count in zip(self.records, counts):
+            if count is not None and record.bytes_loaded is not None:
+                record = KernelRecord(record.name, record.scheduler, record.grid, record.block, record.source,
+                                      count[0], count[1], record.needs_sync)
+            out.append(record)
+        return out
+
+
+def _slot_for(source, rt, facts, memory):
+    """The PointerSlot standing for a pointer argument in a bound launch (its byte size, for
+    memcheck regions)."""
+    from fuser.lowering.cpu_runtime import PointerSlot
+
+    if isinstance(source, PerLaunch):
+        return PointerSlot(8 * source.words)
+    v = source.value
+    dtype = facts.dtypes.get(v) or np.dtype(_arg_dtype(v))
+    return PointerSlot(int(np.prod(rt.shape(v), dtype=np.int64)) * dtype.itemsize)
+
+
+def _arg_dtype(v):
+    from fuser_dialect.types import numpy_dtype
+
+    return numpy_dtype(v.type.dtype)
+
+
+__all__ = ["MAX_PLANS", "LaunchPlan", "call_signature"]
