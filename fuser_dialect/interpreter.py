@@ -18,7 +18,7 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.ir import Operation, SSAValue
 
-from fuser_dialect.extents import ExtentError, evaluate_extents, runtime_arguments
+from fuser_dialect.extents import ExtentError, ExtentPlan, evaluate_extents, runtime_arguments
 from fuser_dialect.inputs import check_inputs, to_numpy
 from fuser_dialect.op_table import interpreter
 from fuser_dialect.types import BROADCAST, DYNAMIC_ENTRY, TensorType, dtype_name, dtype_of_numpy, numpy_dtype
@@ -75,16 +75,30 @@ class ReferenceInterpreter:
         # Extents agree at run time, with nvFuser's broadcast rule: a declared `b` dim, or a
         # resized (pad/slice/cat) dim of extent 1, broadcasts; any other mismatch is an error.
         # Past this check numpy's own broadcasting computes exactly that rule.
-        evaluate_extents(self.fusion, *runtime_arguments(self.fusion, args))
+        plan = ExtentPlan(self.fusion)  # built once: both calls below walk the whole fusion
+        evaluate_extents(plan, *runtime_arguments(plan, args))
         env: dict[SSAValue, Value] = dict(zip(self.fusion.body.block.args, args))
-        for op in self.fusion.body.block.ops:
-            if isinstance(op, func.ReturnOp):
-                return [env[v] for v in op.arguments]
-            impl = _implementation(op)
-            with np.errstate(all="ignore"):
-                result = impl(op, [env[v] for v in op.operands])
-            env[op.results[0]] = result
+        last_use = self._last_uses()
+        with np.errstate(all="ignore"):
+            for op in self.fusion.body.block.ops:
+                if isinstance(op, func.ReturnOp):
+                    return [env[v] for v in op.arguments]
+                env[op.results[0]] = _implementation(op)(op, [env[v] for v in op.operands])
+                for dead in last_use.get(op, ()):
+                    del env[dead]  # a long fusion keeps only its live values
         raise ValueError("fusion has no func.return")
+
+    def _last_uses(self) -> dict[Operation, list[SSAValue]]:
+        """Per op, the values no later op reads (returned values are read by the return)."""
+        last: dict[SSAValue, Operation] = {}
+        for op in self.fusion.body.block.ops:
+            for v in op.operands:
+                last[v] = op
+        dead: dict[Operation, list[SSAValue]] = {}
+        for v, op in last.items():
+            if not isinstance(op, func.ReturnOp):
+                dead.setdefault(op, []).append(v)
+        return dead
 
 
 # --- helpers of the ops' implementations (registered next to each op) --------------------

@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 from fuser.lowering.errors import FuserError
 
-LOG_CHANNELS = ("recompile",)
+LOG_CHANNELS = ("recompile", "torch")
 DEFAULT_CACHE_SIZE = 100
 """As nvFuser's FusionExecutorCache."""
 
