@@ -138,6 +138,10 @@ class ConcretizationInfo(NamedTuple):
     """Positions (among the fusion's gathers, in op order) of the gathers whose index extents
     equal the input's on every dim but the gathered one: `concretize` makes them
     take_along_axis, which fuses (see passes/gather_to_take_along_axis.py)."""
+    broadcast_expands: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    """(position among the fusion's expands, dims) for each expand whose non-`b` input dims
+    have extent 1 and expand in this run: `concretize` makes those dims (and every extent
+    exactly tied to them) broadcast, so kernels read them at index 0."""
 
 
 class RuntimeExtents:
@@ -204,12 +208,23 @@ class RuntimeExtents:
                 exact.append(k)
         return tuple(exact)
 
+    def broadcast_expands(self) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        """(position, dims) of the expands that expand a non-`b` input dim of extent 1."""
+        found = []
+        for k, (source, out) in enumerate(self.plan.expands):
+            a, flags, b = self._shapes[source], self._flags[source], self._shapes[out]
+            dims = tuple(d for d, (x, y) in enumerate(zip(a, b)) if x == 1 and y != 1 and not flags[d])
+            if dims:
+                found.append((k, dims))
+        return tuple(found)
+
     def concretization(self, resize_extents: bool = True) -> ConcretizationInfo:
         """The decisions `concretize` takes for these extents (see ConcretizationInfo)."""
         gathers = self.exact_gathers() if self.plan.gathers else ()
-        if resize_extents:
-            return ConcretizationInfo(True, tuple([r.decision for r in self.resizes]), gathers)  # type: ignore[misc]
-        return ConcretizationInfo(False, tuple([r.decision._replace(extents=None) for r in self.resizes]), gathers)  # type: ignore[union-attr]
+        expands = self.broadcast_expands() if self.plan.expands else ()
+        resizes = tuple([r.decision if resize_extents else r.decision._replace(extents=None)  # type: ignore[union-attr]
+                         for r in self.resizes])
+        return ConcretizationInfo(resize_extents, resizes, gathers, expands)  # type: ignore[arg-type]
 
 
 # --- exact dims: extents equal by construction --------------------------------------------
@@ -311,6 +326,12 @@ class ExactDims:
         recorded for a class stays: the run-time checks keep facts from disagreeing)."""
         self._fixed.setdefault(self._find(key), (extent, origin))
 
+    def tied_to(self, keys: Sequence[DimKey]) -> list[DimKey]:
+        """Every tensor dim in the classes of `keys` (the keys included)."""
+        roots = {self._find(k) for k in keys}
+        find = self.classes.find
+        return [m for i, m in enumerate(self._members) if m[1] is not None and find(i) in roots]
+
     def static_extent(self, key: DimKey) -> int | None:
         found = self._fixed.get(self._find(key))
         return None if found is None else found[0]
@@ -388,6 +409,7 @@ class ExtentPlan:
         self.steps: list[Step] = []
         self.outputs: list[tuple[int, bool]] = []
         self.gathers: list[tuple[int, int, int]] = []  # (input slot, index slot, dim) per gather (its planner adds it)
+        self.expands: list[tuple[int, int]] = []  # (input slot, result slot) per expand (its planner adds it)
         # Whether any extent of the IR is static (a type's or a constant's): only then can an
         # input's `?` dim be tied to one (ExactDims, which costs about twice this walk).
         static_extents = any(t is not None and max(t.shape, default=-1) >= 0 for _, t, _, _ in self.args)

@@ -367,6 +367,7 @@ def _interpret_expand(op: ExpandOp, args: list[Value]) -> Value:
 def _plan_expand(op: ExpandOp, plan: ExtentPlan) -> Step:
     x, out = plan.slot[op.input], plan.result_slot(op)
     shape_of, flags = declared_shape(op, plan, op.extents), type_flags(op.out_type)
+    plan.expands.append((x, out))  # RuntimeExtents.broadcast_expands reads them
 
     def step(S, B, V, R):
         shape = shape_of(V)

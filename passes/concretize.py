@@ -53,7 +53,7 @@ from fuser_dialect import ops_factory as F
 from fuser_dialect import ops_layout as L
 from fuser_dialect import ops_resize as R
 from fuser_dialect.extents import (
-    ConcretizationInfo, DimKey, ExactDims, ExtentError, ResizeFacts, RuntimeExtents, evaluate_extents,
+    ConcretizationInfo, DimKey, ExactDims, ExtentError, Flags, ResizeFacts, RuntimeExtents, evaluate_extents,
 )
 from fuser_dialect.fusion import the_fusion, verify_fusion
 from fuser_dialect.op_table import shape_rule
@@ -101,7 +101,7 @@ def concretize(
     f = the_fusion(module)
     extents = evaluate_extents(f, input_shapes, scalar_values)
     info = extents.concretization(resize_extents)
-    _Concretizer(f, extents, resize_extents).run()
+    _Concretizer(f, extents, resize_extents, info.broadcast_expands).run()
     if info.exact_gathers:
         from fuser.passes.gather_to_take_along_axis import GatherToTakeAlongAxisPass
 
@@ -119,13 +119,34 @@ Dims = tuple[int, ...]
 
 
 class _Concretizer:
-    def __init__(self, fusion: func.FuncOp, extents: RuntimeExtents, resize_extents: bool):
+    def __init__(self, fusion: func.FuncOp, extents: RuntimeExtents, resize_extents: bool,
+                 broadcast_expands: Sequence[tuple[int, tuple[int, ...]]] = ()):
         self.fusion = fusion
         self.extents = extents
         self.resize_extents = resize_extents
         self.block = fusion.body.block
         self.ops = [op for op in self.block.ops if not isinstance(op, func.ReturnOp)]
         self.facts: dict[Operation, ResizeFacts] = {r.op: r for r in extents.resizes if r.op is not None}
+        self.made_broadcast = self._expanded_dims(broadcast_expands)
+
+    def _expanded_dims(self, broadcast_expands: Sequence[tuple[int, tuple[int, ...]]]) -> dict[SSAValue, Flags]:
+        """Broadcast flags changed by the run: an expand whose `?` input dim has extent 1
+        expands it, so that dim — and every extent exactly tied to it, all 1 in this run —
+        becomes `b`, and kernels read it at index 0 instead of at the expanded index."""
+        if not broadcast_expands:
+            return {}
+        expands = [op for op in self.ops if isinstance(op, L.ExpandOp)]
+        keys = [(expands[k].input, d) for k, dims in broadcast_expands for d in dims]
+        changed: dict[SSAValue, list[bool]] = {}
+        for value, d in ExactDims(self.fusion, self.extents.broadcast_flags).tied_to(keys):
+            assert d is not None and self.extents.shape(value)[d] == 1
+            changed.setdefault(value, list(self.extents.broadcast_flags(value)))[d] = True
+        return {v: tuple(f) for v, f in changed.items()}
+
+    def flags(self, value: SSAValue) -> Flags:
+        """The run's broadcast flags of `value`, with the expand decisions applied."""
+        changed = self.made_broadcast.get(value)
+        return changed if changed is not None else self.extents.broadcast_flags(value)
 
     # -- decisions (no IR is changed until `_apply`) ----------------------------------------------
     def run(self) -> None:
@@ -146,7 +167,7 @@ class _Concretizer:
         """(value, dim) -> static extent, for every dim exactly tied to a static one: a static
         extent of the IR itself (a static broadcast shape against symbolic inputs), or, in
         resize-extents mode, a resized dim."""
-        flags = self.extents.broadcast_flags
+        flags = self.flags
         exact = ExactDims(self.fusion, flags)
         if self.resize_extents:
             for r in self.extents.resizes:
@@ -174,7 +195,7 @@ class _Concretizer:
         resize-extents mode, the static extents of dims tied to a resized dim."""
         old = value.type
         assert isinstance(old, TensorType)
-        flags, shape = self.extents.broadcast_flags(value), self.extents.shape(value)
+        flags, shape = self.flags(value), self.extents.shape(value)
         new = []
         for d, e in enumerate(dims):
             if flags[d]:

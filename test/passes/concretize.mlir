@@ -24,9 +24,11 @@
 // RUN: fuser-opt %S/Inputs/concretize-slice-to-broadcast.mlir -p 'concretize{extents="6x5;3x5" scalars="1,4" resize-extents=false}' | filecheck %s --check-prefix=ROWS-SYM
 //
 // Static and symbolic extents unified (both modes): a static broadcast shape fixes the `?`
-// dims tied to it; an extent-1 weight may still expand (its tie is not exact, it stays `?`).
+// dims tied to it; an extent-1 weight may still expand (its tie is not exact, it stays `?`)
+// unless this run's weight has extent 1 and expands: then it (and what is tied to it) is `b`.
 // RUN: fuser-opt %S/Inputs/concretize-static-broadcast.mlir -p 'concretize{extents="4x8;8;3x5"}' | filecheck %s --check-prefix=STATIC
-// RUN: fuser-opt %S/Inputs/concretize-static-broadcast.mlir -p 'concretize{extents="4x8;1;3x5" resize-extents=false}' | filecheck %s --check-prefix=STATIC
+// RUN: fuser-opt %S/Inputs/concretize-static-broadcast.mlir -p 'concretize{extents="4x8;8;3x5" resize-extents=false}' | filecheck %s --check-prefix=STATIC
+// RUN: fuser-opt %S/Inputs/concretize-static-broadcast.mlir -p 'concretize{extents="4x8;1;3x5" resize-extents=false}' | filecheck %s --check-prefix=STATIC-W1
 // A static input extent fixes x's dim 1 only: the batch dim stays `?`.
 // RUN: fuser-opt %S/Inputs/concretize-static-input.mlir -p 'concretize{extents="3x8;8"}' | filecheck %s --check-prefix=STATIC-IN
 // RUN: fuser-opt %S/Inputs/concretize-static-input.mlir -p 'concretize{extents="1x8;8" resize-extents=false}' | filecheck %s --check-prefix=STATIC-IN
@@ -128,6 +130,12 @@
 // STATIC-NEXT:    %e = fuser.unary exp %y : !fuser.tensor<?x?xf32> -> !fuser.tensor<?x?xf32>
 // STATIC-NOT:     fuser.dim
 // STATIC:         %z = fuser.full value %zero : (f64) -> !fuser.tensor<8xf32>
+
+// STATIC-W1-LABEL: func.func @static_broadcast
+// STATIC-W1-SAME:    (%x: !fuser.tensor<4x8xf32>, %w: !fuser.tensor<bxf32>, %y: !fuser.tensor<?x?xf32>)
+// STATIC-W1:         %wb = fuser.broadcast_in_dim %w dims [1] : !fuser.tensor<bxf32> -> !fuser.tensor<bxbxf32>
+// STATIC-W1-NEXT:    %we = fuser.expand %wb : !fuser.tensor<bxbxf32> -> !fuser.tensor<4x8xf32>
+// STATIC-W1-NEXT:    %o = fuser.binary mul %c, %we : (!fuser.tensor<4x8xf32>, !fuser.tensor<4x8xf32>) -> !fuser.tensor<4x8xf32>
 
 // STATIC-IN-LABEL: func.func @static_input
 // STATIC-IN-SAME:    (%x: !fuser.tensor<?x8xf32>, %w: !fuser.tensor<8xf32>) -> !fuser.tensor<?x8xf32>

@@ -215,12 +215,16 @@ def test_an_extent_one_weight_is_not_rejected():
     assert out.shape == (8, 64)
 
 
-@pytest.mark.xfail(strict=True, raises=(IndexError, AssertionError), reason=(
-    "emission, not extents: a kernel indexes an expanded `?` dim of run-time extent 1 with the "
-    "iteration index (out-of-bounds read); both spellings, before and after unification"))
-def test_an_extent_one_weight_expands_in_kernels():
-    fd, (x, _, b) = layer_norm(False)
+@pytest.mark.parametrize("static", [False, True], ids=["symbolic", "static"])
+def test_an_extent_one_weight_expands_in_kernels(static):
+    """A `?` weight of extent 1 expanded to the rows: concretize makes it (and what is tied
+    to it) broadcast for this run, so kernels read it at index 0; the decision is part of
+    the cache key, so the same fusion with a full-length weight still iterates."""
+    fd, (x, w, b) = layer_norm(static)
     check(fd, [x, np.full(1, 2.0, np.float32), b])
+    check(fd, [x, w, b])
+    check(fd, [x, np.full(1, 2.0, np.float32), np.full(1, -1.0, np.float32)])
+    assert fd.cache_info().misses == 3
 
 
 def sliced_then_combined():
