@@ -107,7 +107,10 @@ def build_ce_bwd(dtype: str, shape: Sequence[int]) -> FusionDefinition:
         safe = fd.ops.broadcast(fd.ops.where(ne, y, 0), [False, True])
         classes = fd.ops.broadcast(fd.ops.iota(fd.ops.size(x, 1), dtype=DataType.Int), [True, False])
         one_hot = fd.ops.cast(fd.ops.eq(classes, safe), DataType.Float)
-        scale = fd.ops.broadcast(fd.ops.where(ne, grad / count, 0.0), [False, True])
+        # where() of two Double scalars is a Double tensor (as in nvFuser): the f32 gradient
+        # needs the scale in f32, as AOT's backward graph has it.
+        scale = fd.ops.cast(fd.ops.where(ne, grad / count, 0.0), DataType.Float)
+        scale = fd.ops.broadcast(scale, [False, True])
         dx = fd.ops.mul(fd.ops.sub(p, one_hot), scale)
         fd.add_output(fd.ops.cast(dx, FD_DTYPES[dtype]) if dtype != "f32" else dx)
     return fd

@@ -116,7 +116,9 @@ def run_case(case: Case, backend: str | Backend, shape: Sequence[int] | None = N
     kernels = fd.last_kernels()
     row["kernels"] = len(kernels)
     row["schedulers"] = [k.scheduler for k in kernels]
-    row["launch"] = [{"name": k.name, "grid": list(k.grid), "block": list(k.block)} for k in kernels]
+    # A host segment (matmul/linear run by a library) has no grid or block.
+    row["launch"] = [{"name": k.name, "grid": k.grid and list(k.grid), "block": k.block and list(k.block)}
+                     for k in kernels]
     loaded = [k.bytes_loaded for k in kernels]
     stored = [k.bytes_stored for k in kernels]
     if kernels and None not in loaded and None not in stored:

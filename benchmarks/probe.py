@@ -3,9 +3,10 @@
 Run by benchmarks.measure.compile_probe in a fresh process whose FUSER_CACHE_DIR the parent
 chose (empty folder = cold, the same folder again = warm). Writes one JSON object to OUT.json:
 import_s, define_s, first_execute_s and the executor's passes_s / segment_s / emission_s /
-compile_s, plus cubin_s: on the cpu backend NVRTC compiling the emitted sources (what the cuda
-backend would do), on the cuda backend the executor's compile_s (NVRTC + module load) itself.
-The inputs are cheap constant arrays (content does not affect compilation)."""
+compile_s, plus cubin_s: on the cpu backend NVRTC compiling the fusion's one program (its kernels
+in one source, exactly what the cuda backend would compile; cubin for sm_90 without a GPU), on
+the cuda backend the executor's compile_s (NVRTC + module load) itself. The inputs are cheap
+constant arrays (content does not affect compilation)."""
 
 from __future__ import annotations
 
@@ -70,17 +71,19 @@ def probe(case_key: str, backend: str) -> dict:
         record["cubin_compiler"] = "executor (NVRTC/nvcc + load)"
     else:
         from fuser.lowering.compile import available_compilers, compile_cuda
+        from fuser.lowering.compiled import fusion_source
 
         compilers = available_compilers()
-        if compilers:
+        device_kernels = [k for k in kernels if k.source]  # host segments have no source
+        if compilers and device_kernels:
             t = time.perf_counter()
-            origins = [compile_cuda(k.source).origin for k in kernels]
+            compiled = compile_cuda(fusion_source(device_kernels))
             record["cubin_s"] = time.perf_counter() - t
-            record["cubin_origins"] = origins
+            record["cubin_origins"] = [compiled.origin]
             record["cubin_compiler"] = next(iter(compilers.values()))
         else:
             record["cubin_s"] = None
-            record["cubin_compiler"] = "none available"
+            record["cubin_compiler"] = "none available" if not compilers else "no device kernels"
     return record
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from fuser_dialect.builder import FusionDefinition as _FusionBuilder
 from fuser_dialect.inputs import is_torch_tensor
-from fuser_dialect.types import numpy_dtype
+from fuser_dialect.types import TensorType, numpy_dtype
 
 
 class FusionDefinition(_FusionBuilder):
@@ -43,8 +43,70 @@ class FusionDefinition(_FusionBuilder):
         """
         chosen = _get_backend()(backend)
         disable = _disable_options if type(_disable_options) is tuple else tuple(_disable_options)
+        if self.vector_inputs:
+            inputs = self._flat_inputs(inputs)
         outputs = self._get_executor().execute(inputs, chosen, disable)
-        return like_inputs(outputs, inputs) if chosen.returns_numpy else outputs
+        if not chosen.compiles:
+            outputs = self._zero_dim_as_arrays(outputs)
+        outputs = like_inputs(outputs, inputs) if chosen.returns_numpy else outputs
+        return self._write_aliases(outputs, inputs) if self.aliases else outputs
+
+    def segment(self, inputs: Sequence[object], backend: str | None = None):
+        """The kernels (segments) this fusion runs as for these inputs: per segment its
+        scheduler, its ops as fusion text and where its inputs and outputs come from and go
+        (positions in this fusion, or another segment's outputs). Nothing is compiled or run.
+        `print(fd.segment(inputs))` shows them all."""
+        from fuser.lowering.segments_view import segment_fusion
+
+        if self.vector_inputs:
+            inputs = self._flat_inputs(inputs)
+        return segment_fusion(self.module, inputs, _get_backend()(backend))
+
+    # -- frontend conveniences around the executor ------------------------------------
+    def _flat_inputs(self, inputs: Sequence[object]) -> list[object]:
+        """The inputs with each `define_vector(size)` input (a list of ints) spread over its args."""
+        flat: list[object] = []
+        it = iter(inputs)
+        n_args = len(self.fusion.body.block.args)
+        while len(flat) < n_args:
+            position = len(flat)
+            value = next(it, _MISSING)
+            if value is _MISSING:
+                break
+            size = self.vector_inputs.get(position)
+            if size is None:
+                flat.append(value)
+                continue
+            if not isinstance(value, (list, tuple)) or len(value) != size:
+                raise TypeError(f"input {position} (a define_vector of size {size}): expected a list of {size} ints, "
+                                f"got {value!r}")
+            flat += value
+        flat += list(it)  # too many inputs: check_inputs reports the count
+        return flat
+
+    def _zero_dim_as_arrays(self, outputs: list) -> list:
+        """0-d tensor outputs as 0-d arrays (numpy hands back scalars from 0-d ops)."""
+        types = self.fusion.function_type.outputs.data
+        return [np.asarray(o) if isinstance(o, np.generic) and isinstance(t, TensorType) else o
+                for o, t in zip(outputs, types)]
+
+    def _write_aliases(self, outputs: list, inputs: Sequence[object]) -> list:
+        """Writes each alias_input output into its input's buffer; returns the other outputs."""
+        user_position = self._user_positions()
+        for k, arg in self.aliases.items():
+            write_into(inputs[user_position[arg]], outputs[k], f"output {k} (alias_input of input {arg})")
+        return [o for k, o in enumerate(outputs) if k not in self.aliases]
+
+    def _user_positions(self) -> dict[int, int]:
+        """Argument index -> position in the inputs `execute` was given (vectors take one)."""
+        positions, user = {}, 0
+        args = len(self.fusion.body.block.args)
+        arg = 0
+        while arg < args:
+            positions[arg] = user
+            arg += self.vector_inputs.get(arg, 1)
+            user += 1
+        return positions
 
     def cache_info(self):
         """hits, misses (compilations) and the key of each compiled entry."""
@@ -62,7 +124,7 @@ class FusionDefinition(_FusionBuilder):
 
     def last_cuda_code(self) -> str:
         """The CUDA source of the last execution (empty for the reference backend)."""
-        return "\n".join(k.source for k in self.last_kernels())
+        return "\n".join(k.source for k in self.last_kernels() if k.source)  # host segments have none
 
     def _get_executor(self):
         executor = self._executor
@@ -103,11 +165,33 @@ def like_inputs(outputs, inputs):
     for o in outputs:
         if type(o) is not np.ndarray:
             result.append(torch.from_numpy(np.array(o)) if isinstance(o, np.ndarray) else o)
-        elif o.dtype == _BF16:
-            result.append(torch.from_numpy(o.view(np.int16)).view(torch.bfloat16))
+        elif o.dtype in _BITS_VIEWED:
+            bits, name = _BITS_VIEWED[o.dtype]
+            result.append(torch.from_numpy(o.view(bits)).view(getattr(torch, name)))
         else:
             result.append(torch.from_numpy(o))
     return result
 
 
-_BF16 = numpy_dtype("bf16")
+def write_into(target, value, what: str) -> None:
+    """Copies `value` (a numpy array or torch tensor) into the input buffer `target`."""
+    shape = tuple(value.shape)
+    if tuple(target.shape) != shape:
+        raise ValueError(f"{what}: the output has shape {list(shape)} but the input buffer has {list(target.shape)}")
+    if isinstance(target, np.ndarray):
+        np.copyto(target, value.numpy() if is_torch_tensor(value) else value)
+        return
+    torch = sys.modules["torch"]  # target is a torch tensor: torch is imported
+    if not is_torch_tensor(value):
+        value = like_inputs([value], [target])[0]
+    with torch.no_grad():
+        target.copy_(value)
+
+
+_MISSING = object()
+_BITS_VIEWED = {
+    numpy_dtype("bf16"): (np.int16, "bfloat16"),
+    numpy_dtype("f8E4M3FN"): (np.uint8, "float8_e4m3fn"),
+    numpy_dtype("f8E5M2"): (np.uint8, "float8_e5m2"),
+}
+"""numpy dtypes torch cannot take from numpy -> (integer dtype carrying the bits, torch dtype name)."""

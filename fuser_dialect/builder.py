@@ -22,6 +22,7 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.printer import Printer
 
 from fuser_dialect.fusion import HINT_ORDER, REQUIRED_ORDER, verify_fusion
+from fuser_dialect.inputs import torch_dtype_name
 from fuser_dialect.types import BROADCAST, DYNAMIC, INT64_MAX, DataType, TensorType, dtype_name
 
 
@@ -36,28 +37,37 @@ class Scalar:
     def dtype(self) -> str:
         return dtype_name(self.value.type)
 
-    def _arith(self, other: object, int_op: type[Operation], float_op: type[Operation] | None, reverse=False):
+    # Arithmetic goes through fd.ops (scalar-only calls build arith ops: fuser_dialect/scalar_ops.py);
+    # a Tensor on the other side makes it a tensor op (Tensor's reflected method).
+    def _op(self, name: str, other: object, reverse: bool = False):
         if isinstance(other, Tensor):
-            return NotImplemented  # scalar (op) tensor is a tensor op: Tensor's reflected method
-        rhs = self.fd._scalar(other, self.value.type)
-        lhs, rhs = (rhs, self) if reverse else (self, rhs)
-        is_int = self.dtype in ("i64", "i32")
-        op_type = int_op if is_int else float_op
-        if op_type is None:
-            raise TypeError(f"operation not supported on {self.dtype} scalars")
-        return Scalar(self.fd, self.fd._append(op_type(lhs.value, rhs.value)).results[0])
+            return NotImplemented
+        lhs, rhs = (other, self) if reverse else (self, other)
+        return getattr(self.fd.ops, name)(lhs, rhs)
 
-    def __add__(self, o): return self._arith(o, arith.AddiOp, arith.AddfOp)
-    def __radd__(self, o): return self._arith(o, arith.AddiOp, arith.AddfOp, reverse=True)
-    def __sub__(self, o): return self._arith(o, arith.SubiOp, arith.SubfOp)
-    def __rsub__(self, o): return self._arith(o, arith.SubiOp, arith.SubfOp, reverse=True)
-    def __mul__(self, o): return self._arith(o, arith.MuliOp, arith.MulfOp)
-    def __rmul__(self, o): return self._arith(o, arith.MuliOp, arith.MulfOp, reverse=True)
-    def __floordiv__(self, o): return self._arith(o, arith.FloorDivSIOp, None)
-    def __truediv__(self, o): return self._arith(o, arith.DivSIOp, arith.DivfOp)
+    def __add__(self, o): return self._op("add", o)
+    def __radd__(self, o): return self._op("add", o, reverse=True)
+    def __sub__(self, o): return self._op("sub", o)
+    def __rsub__(self, o): return self._op("sub", o, reverse=True)
+    def __mul__(self, o): return self._op("mul", o)
+    def __rmul__(self, o): return self._op("mul", o, reverse=True)
+    def __truediv__(self, o): return self._op("div", o)
+    def __rtruediv__(self, o): return self._op("div", o, reverse=True)
+    def __mod__(self, o): return self._op("fmod", o)
+    def __pow__(self, o): return self._op("pow", o)
+    def __lt__(self, o): return self._op("lt", o)
+    def __le__(self, o): return self._op("le", o)
+    def __gt__(self, o): return self._op("gt", o)
+    def __ge__(self, o): return self._op("ge", o)
+    def __abs__(self): return self.fd.ops.abs(self)
+    def __neg__(self): return self.fd.ops.neg(self)
 
-    def __neg__(self):
-        return self.fd._scalar(0, self.value.type) - self
+    def __floordiv__(self, o):
+        if isinstance(o, Tensor):
+            return NotImplemented
+        from fuser_dialect.scalar_ops import ScalarBuilder
+
+        return ScalarBuilder(self.fd).floordiv(self, o)
 
     def __repr__(self) -> str:
         return f"Scalar({self.dtype})"
@@ -87,8 +97,9 @@ class Tensor:
     def size(self, dim: int) -> Scalar:
         return self.fd.ops.size(self, dim)
 
-    def shape(self) -> list[Scalar]:
-        return [self.size(d) for d in range(self.ndim)]
+    def shape(self) -> Vector:
+        """The extents as a Vector of Int scalars (usable wherever a shape is)."""
+        return self.fd.ops.shape(self)
 
     def __repr__(self) -> str:
         return f"Tensor({self.type.describe()})"
@@ -106,6 +117,32 @@ class Tensor:
     def __le__(self, o): return self.fd.ops.le(self, o)
     def __gt__(self, o): return self.fd.ops.gt(self, o)
     def __ge__(self, o): return self.fd.ops.ge(self, o)
+    # As nvFuser's Tensor: == and != build comparisons, so identity is the hash.
+    def __eq__(self, o): return self.fd.ops.eq(self, o)  # type: ignore[override]
+    def __ne__(self, o): return self.fd.ops.ne(self, o)  # type: ignore[override]
+    __hash__ = object.__hash__
+    def __abs__(self): return self.fd.ops.abs(self)
+    def __pow__(self, o): return self.fd.ops.pow(self, o)
+    def __rpow__(self, o): return self.fd.ops.pow(o, self)
+    def __mod__(self, o): return self.fd.ops.fmod(self, o)
+    def __rmod__(self, o): return self.fd.ops.fmod(o, self)
+    def __and__(self, o): return self.fd.ops.bitwise_and(self, o)
+    def __rand__(self, o): return self.fd.ops.bitwise_and(o, self)
+    def __or__(self, o): return self.fd.ops.bitwise_or(self, o)
+    def __ror__(self, o): return self.fd.ops.bitwise_or(o, self)
+    def __xor__(self, o): return self.fd.ops.bitwise_xor(self, o)
+    def __rxor__(self, o): return self.fd.ops.bitwise_xor(o, self)
+    def __invert__(self): return self.fd.ops.bitwise_not(self)
+    def __lshift__(self, o): return self.fd.ops.bitwise_left_shift(self, o)
+    def __rshift__(self, o): return self.fd.ops.bitwise_right_shift(self, o)
+
+
+class Vector(list):
+    """A vector of Int scalars (nvFuser's Vector): a shape, from `fd.define_vector` or
+    `t.shape()`. It is a list of Scalars, so every op taking a shape takes it."""
+
+    def __repr__(self) -> str:
+        return f"Vector(size={len(self)})"
 
 
 def static_int(value: object, what: str) -> int:
@@ -151,6 +188,11 @@ class FusionDefinition:
         self.ops = Ops(self)
         self._outputs: list[tuple[SSAValue, tuple[int, ...] | None]] = []
         self._module: ModuleOp | None = None
+        self.vector_inputs: dict[int, int] = {}
+        """Argument index of a `define_vector(size)` input's first element -> its size
+        (`execute` takes the vector as one input: a list of ints)."""
+        self.aliases: dict[int, int] = {}
+        """Output position -> the argument index whose buffer it is written into (alias_input)."""
 
     # -- definition ------------------------------------------------------
     def __enter__(self) -> FusionDefinition:
@@ -176,18 +218,63 @@ class FusionDefinition:
 
     def define_tensor(
         self,
-        shape: Sequence[int],
+        shape: Sequence[int] | None = None,
         contiguity: Sequence[bool | None] | bool | None = None,
         dtype: DataType = DataType.Float,
         stride_order: Sequence[int] | None = None,
+        *,
+        sizes: Sequence[int] | None = None,
+        strides: Sequence[int] | None = None,
+        static_sizes: bool = False,
+        is_cpu: bool = False,
     ) -> Tensor:
         """A tensor input. shape: -1 dynamic, 1 broadcast, >1 static. stride_order[i] ranks dim i
         (0 = fastest). contiguity is accepted for nvFuser compatibility: inputs that are not
-        dense in their stride order are made dense by `execute` (a copy)."""
+        dense in their stride order are made dense by `execute` (a copy).
+
+        nvFuser's other spelling: `sizes` and `strides` of an example tensor. Sizes of 1 become
+        broadcast dims, the others dynamic (static with static_sizes=True); the stride order is
+        read from the strides. is_cpu is accepted for compatibility (every input is host memory
+        or a device tensor alike here)."""
+        if sizes is not None or strides is not None:
+            if shape is not None or stride_order is not None:
+                raise ValueError("define_tensor: give either shape/stride_order or sizes/strides, not both")
+            shape, stride_order = shape_from_sizes(sizes, strides, static_sizes)
+        if shape is None:
+            raise TypeError("define_tensor: missing `shape` (or `sizes` and `strides`)")
         dims = _dims_from_shape(shape)
         order = _normalize_order(stride_order, len(dims), f"define_tensor #{len(self.block.args)}")
         t = TensorType(DataType(dtype).element_type, dims, order or ())
         return Tensor(self, self.block.insert_arg(t, len(self.block.args)))
+
+    def from_pytorch(self, tensor, static_sizes: bool = False) -> Tensor:
+        """An input shaped like the torch tensor `tensor`: its dtype, rank, broadcast (extent-1)
+        dims and stride order; extents dynamic unless static_sizes."""
+        if not (hasattr(tensor, "stride") and hasattr(tensor, "dtype") and hasattr(tensor, "size")):
+            raise TypeError(f"from_pytorch: expected a torch.Tensor, got {type(tensor).__name__}")
+        name = torch_dtype_name(tensor.dtype)
+        if name is None:
+            raise TypeError(f"from_pytorch: torch dtype {tensor.dtype} has no fuser DataType "
+                            f"(supported: {', '.join(d.name for d in DataType)})")
+        return self.define_tensor(sizes=tuple(tensor.size()), strides=tuple(tensor.stride()),
+                                  dtype=DataType(name), static_sizes=static_sizes)
+
+    def define_vector(self, values: Sequence[int | Scalar] | int, dtype: DataType = DataType.Int) -> Vector:
+        """nvFuser's Vector of Int scalars: from a list of ints and Scalars (constants where
+        ints), or with an int `size`, an input of that many ints (`execute` takes a list)."""
+        if DataType(dtype) != DataType.Int:
+            raise TypeError(f"define_vector: dtype must be DataType.Int (a vector of extents), got {dtype}")
+        if isinstance(values, (int, np.integer)) and not isinstance(values, bool):
+            size = static_int(values, "define_vector: size")
+            if size < 0:
+                raise ValueError(f"define_vector: size {size} is negative")
+            first = len(self.block.args)
+            self.vector_inputs[first] = size
+            return Vector(Scalar(self, self.block.insert_arg(i64, first + k)) for k in range(size))
+        if not isinstance(values, Sequence):
+            raise TypeError(f"define_vector: expected a list of ints/Scalars or a size, got {type(values).__name__}")
+        return Vector(self._scalar(v if isinstance(v, Scalar) else static_int(v, f"define_vector: values[{k}]"), i64)
+                      for k, v in enumerate(values))
 
     def define_scalar(self, value: float | int | bool | None = None, dtype: DataType | None = None) -> Scalar:
         """A scalar input (value=None) or a constant."""
@@ -201,7 +288,7 @@ class FusionDefinition:
     def _scalar(self, value: object, t: Attribute) -> Scalar:
         """A Python number as a constant of type t (scalars pass through)."""
         if isinstance(value, Scalar):
-            return value
+            return value if value.value.type == t or t != i64 else self._as_index(value)
         if isinstance(value, Tensor):
             raise TypeError(f"expected a scalar, got {value!r}")
         name = dtype_name(t)
@@ -215,8 +302,21 @@ class FusionDefinition:
             attr = FloatAttr(float(value), t)
         return Scalar(self, self._append(arith.ConstantOp(attr)).results[0])
 
-    def add_output(self, t: Tensor | Scalar, stride_order: Sequence[int] | None = None) -> None:
-        """Marks t as a fusion output; stride_order is a REQUIREMENT on its layout."""
+    def _as_index(self, value: Scalar) -> Scalar:
+        """An integer or bool Scalar as i64 (what extents, widths and bounds are)."""
+        if value.dtype not in ("i32", "i1"):
+            raise TypeError(f"expected an integer scalar (an extent, width or index), got a {value.dtype} Scalar")
+        from fuser_dialect.scalar_ops import ScalarBuilder
+
+        return ScalarBuilder(self).cast(value, DataType.Int)
+
+    def add_output(self, t: Tensor | Scalar, stride_order: Sequence[int] | None = None,
+                   alias_input: Tensor | None = None) -> None:
+        """Marks t as a fusion output; stride_order is a REQUIREMENT on its layout.
+        alias_input: an input tensor whose buffer receives t (an in-place update, written after
+        every output is computed); as in nvFuser, such an output is not returned by `execute`."""
+        if alias_input is not None:
+            self.aliases[len(self._outputs)] = self._alias_target(t, alias_input)
         if stride_order is not None:
             if not isinstance(t, Tensor):
                 raise TypeError("stride_order applies to tensor outputs only")
@@ -225,6 +325,28 @@ class FusionDefinition:
         self._check_own(t.value, f"add_output #{len(self._outputs)}")
         self._outputs.append((t.value, tuple(stride_order) if stride_order is not None else None))
 
+    def _alias_target(self, t: object, alias_input: object) -> int:
+        what = f"add_output #{len(self._outputs)}: alias_input"
+        if not isinstance(t, Tensor) or not isinstance(alias_input, Tensor):
+            raise TypeError(f"{what}: both the output and alias_input must be Tensors")
+        arg = alias_input.value
+        if not isinstance(arg, BlockArgument) or arg.block is not self.block:
+            raise ValueError(f"{what} must be a fusion input (from define_tensor), got {alias_input!r}")
+        if arg.index in self.aliases.values():
+            raise ValueError(f"{what}: input {arg.index} already receives another output")
+        have, want = t.type, alias_input.type
+        if have.dtype != want.dtype:
+            raise TypeError(f"{what}: output dtype {have.dtype} differs from input {arg.index}'s dtype {want.dtype}")
+        if have.rank != want.rank:
+            raise ValueError(f"{what}: output {have.describe()} has rank {have.rank}, input {arg.index} "
+                             f"{want.describe()} has rank {want.rank}")
+        for d in range(have.rank):
+            a, b = have.static_extent(d), want.static_extent(d)
+            if a is not None and b is not None and a != b:
+                raise ValueError(f"{what}: dim {d} of the output {have.describe()} has extent {a}, input "
+                                 f"{arg.index} {want.describe()} has {b}")
+        return arg.index
+
     def _finalize(self) -> None:
         if not self._outputs:
             raise ValueError("the fusion has no outputs: call fd.add_output(...)")
@@ -232,14 +354,19 @@ class FusionDefinition:
         inputs = [a.type for a in self.block.args]
         outputs = [v.type for v, _ in self._outputs]
         res_attrs = None  # none at all rather than all-empty: prints (and re-parses) the same
-        if any(o is not None for _, o in self._outputs):
-            res_attrs = ArrayAttr([
-                DictionaryAttr({REQUIRED_ORDER: _order_attr(o)} if o is not None else {}) for _, o in self._outputs
-            ])
+        if any(o is not None for _, o in self._outputs) or self.aliases:
+            res_attrs = ArrayAttr([DictionaryAttr(self._result_attrs(k)) for k in range(len(self._outputs))])
         f = func.FuncOp(self.name, (inputs, outputs), Region(self.block), res_attrs=res_attrs)
         self._module = ModuleOp([f])
         self._module.verify()
         verify_fusion(f)
+
+    def _result_attrs(self, k: int) -> dict[str, Attribute]:
+        order = self._outputs[k][1]
+        attrs: dict[str, Attribute] = {} if order is None else {REQUIRED_ORDER: _order_attr(order)}
+        if k in self.aliases:
+            attrs[ALIAS_INPUT] = IntegerAttr(self.aliases[k], i64)
+        return attrs
 
     # -- access ----------------------------------------------------------
     @property
@@ -260,10 +387,35 @@ class FusionDefinition:
         return stream.getvalue()
 
 
+def shape_from_sizes(sizes: Sequence[int] | None, strides: Sequence[int] | None,
+                     static_sizes: bool) -> tuple[list[int], list[int]]:
+    """(shape, stride_order) of define_tensor from an example tensor's sizes and strides, as
+    nvFuser reads them: extent 1 is a broadcast dim, others dynamic unless static_sizes;
+    dims ranked by stride (ties: the later dim is faster, as in row-major)."""
+    if sizes is None or strides is None:
+        raise ValueError("define_tensor: `sizes` and `strides` go together; give both")
+    sizes = [static_int(v, f"define_tensor: sizes[{d}]") for d, v in enumerate(sizes)]
+    strides = [static_int(v, f"define_tensor: strides[{d}]") for d, v in enumerate(strides)]
+    if len(sizes) != len(strides):
+        raise ValueError(f"define_tensor: {len(sizes)} sizes but {len(strides)} strides")
+    for d, (size, stride) in enumerate(zip(sizes, strides)):
+        if size < 0 or stride < 0:
+            raise ValueError(f"define_tensor: dim {d} has size {size} and stride {stride}; both must be >= 0")
+    shape = [size if static_sizes or size == 1 else -1 for size in sizes]
+    fastest_first = sorted(range(len(sizes)), key=lambda d: (strides[d], -d))
+    order = [0] * len(sizes)
+    for rank, d in enumerate(fastest_first):
+        order[d] = rank
+    return shape, order
+
+
 def _order_attr(order: Sequence[int]):
     from xdsl.dialects.builtin import DenseArrayBase
 
     return DenseArrayBase.from_list(i64, list(order))
 
 
-__all__ = ["FusionDefinition", "DataType", "Tensor", "Scalar", "HINT_ORDER"]
+ALIAS_INPUT = "fuser.alias_input"
+"""Result attribute: the argument index whose buffer this output is written into (alias_input)."""
+
+__all__ = ["FusionDefinition", "DataType", "Tensor", "Scalar", "Vector", "HINT_ORDER", "ALIAS_INPUT"]

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import Float64Type, i1, i64
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import Float64Type, IntegerAttr, i1, i32, i64
 from xdsl.ir import Operation, SSAValue
 
 from fuser_dialect import shape_rules as rules
-from fuser_dialect.builder import FusionDefinition, Scalar, Tensor, static_int
+from fuser_dialect.builder import FusionDefinition, Scalar, Tensor, Vector, static_int
+from fuser_dialect.builder_composite import CompositeOps
 from fuser_dialect.ops_compute import (
-    BOOL_RESULT_BINARY,
     BOOL_RESULT_UNARY,
+    FLOAT_INPUT_UNARY,
+    FLOAT_ONLY_BINARY,
     FLOAT_ONLY_UNARY,
     BinaryKind,
     BinaryOp,
@@ -25,12 +28,26 @@ from fuser_dialect.ops_compute import (
     UnaryKind,
     UnaryOp,
     WhereOp,
+    binary_operand_error,
+    binary_result_dtype,
 )
 from fuser_dialect.ops_factory import DimOp, FullOp, IotaOp
 from fuser_dialect.ops_gather import GatherOp, IndexSelectOp, TakeAlongAxisOp
 from fuser_dialect.ops_layout import BroadcastInDimOp, BroadcastOp, ExpandOp, PermuteOp, ReshapeOp, SqueezeOp
+from fuser_dialect import ops_matmul
+from fuser_dialect.ops_random import NormalOp, RandomOp, UniformOp, is_number as _is_number
 from fuser_dialect.ops_resize import CatOp, PadOp, SliceOp
-from fuser_dialect.types import BROADCAST, DYNAMIC, DYNAMIC_ENTRY, DataType, TensorType
+from fuser_dialect.ops_set import SegmentSetOp, SetOp
+from fuser_dialect.scalar_ops import ScalarBuilder
+from fuser_dialect.ops_scan import ScanKind, ScanOp, scan_result_dtype, scan_shape
+from fuser_dialect.ops_select import SelectOp, select_shape, wrap_index
+from fuser_dialect.ops_welford import WelfordOp, WelfordStat, accumulation_dtype
+from fuser_dialect.dtype_rules import (
+    COMPLEX_BINARY, COMPLEX_REDUCTION, COMPLEX_UNARY, cast_error, compute_error, promote_complex, unary_result_dtype,
+)
+from fuser_dialect.types import (
+    BROADCAST, COMPLEX_DTYPES, DYNAMIC, DYNAMIC_ENTRY, FP8_DTYPES, DataType, TensorType,
+)
 
 _FLOAT_RANK = {"bf16": 1, "f16": 1, "f32": 2, "f64": 3}
 _INT_RANK = {"i1": 0, "i32": 1, "i64": 2}
@@ -40,6 +57,8 @@ def promote(a: str, b: str) -> str:
     """torch-like promotion of two tensor dtypes."""
     if a == b:
         return a
+    if a in COMPLEX_DTYPES or b in COMPLEX_DTYPES:
+        return promote_complex(a, b)
     fa, fb = a in _FLOAT_RANK, b in _FLOAT_RANK
     if fa and fb:
         if {a, b} == {"f16", "bf16"}:
@@ -63,7 +82,93 @@ def _scalar_kind(value: object) -> str:
 
 
 def _category(dtype: str) -> int:
+    if dtype in COMPLEX_DTYPES:
+        return 3
     return 2 if dtype in _FLOAT_RANK else 1 if dtype in ("i32", "i64") else 0
+
+
+def _computed(dtype: str) -> str:
+    """The dtype a tensor computes in: fp8 is storage only and computes in f32."""
+    return "f32" if dtype in FP8_DTYPES else dtype
+
+
+def _scalar_type(dtype: str):
+    """The IR type of a scalar operand or fill value for tensors of `dtype`."""
+    if dtype in _FLOAT_RANK or dtype in FP8_DTYPES or dtype in COMPLEX_DTYPES:
+        return Float64Type()
+    return i1 if dtype == "i1" else i64
+
+
+def _check_compute(title: str, kind: str, dtype: str, supported: tuple[str, ...]) -> None:
+    error = compute_error(title, kind, dtype, supported)
+    if error is not None:
+        raise TypeError(error)
+
+
+def _common_dtype(values: Sequence[object]) -> str:
+    """The dtype a mix of tensors, Scalars and Python numbers computes in, as nvFuser promotes:
+    tensors promote among themselves; a Scalar (an input or a constant of a fusion) joins them
+    only from a higher category (i32 tensor * f64 Scalar is f64) and decides alone where there is
+    no tensor (where(c, s1, s2) has the Scalars' dtype); a Python number only lifts the category,
+    to torch's defaults (f32, i64), as torch's wrapped numbers do (i32 tensor + 0.5 is f32)."""
+    tensors = [_computed(v.type.dtype) for v in values if isinstance(v, Tensor)]
+    scalars = [v.dtype for v in values if isinstance(v, Scalar)]
+    numbers = [_scalar_kind(v) for v in values if not isinstance(v, (Tensor, Scalar))]
+    dtype = None
+    for d in tensors or scalars:
+        dtype = d if dtype is None else promote(dtype, d)
+    for d in scalars if tensors else ():
+        if _category(d) > _category(dtype):
+            dtype = promote(dtype, d)
+    for d in numbers:
+        if dtype is None or _category(d) > _category(dtype):
+            dtype = "f32" if d == "f64" else d  # a Python int is i64, a bool i1
+    return dtype
+
+
+def _binary_dtype(kind: BinaryKind, values: Sequence[object]) -> str:
+    """The dtype `kind`'s operands compute in; a TypeError (as torch) for dtypes it cannot take."""
+    dtype = _common_dtype(values)
+    _check_compute(str(kind), kind, dtype, COMPLEX_BINARY)
+    if kind in FLOAT_ONLY_BINARY and dtype in _INT_RANK:
+        dtype = "f32"  # as torch: atan2 of integers and bools is a float
+    error = binary_operand_error(kind, dtype)
+    if error is not None:
+        raise TypeError(f"{kind}: {error}")
+    return dtype
+
+
+def _folded(e: object) -> object:
+    """An int for a Scalar that is an integer constant (nvFuser folds constant extents)."""
+    if isinstance(e, Scalar) and isinstance(e.value.owner, arith.ConstantOp):
+        attr = e.value.owner.value
+        if isinstance(attr, IntegerAttr) and attr.type in (i64, i32):
+            return attr.value.data
+    return e
+
+
+def _with_a_scalar(op: str, *operands: object) -> tuple[object, ...]:
+    """The operands of a scalar-only op: one at least must be a Scalar of the fusion (plain
+    Python numbers are Python's business)."""
+    if not any(isinstance(v, Scalar) for v in operands):
+        shown = ", ".join(type(v).__name__ for v in operands)
+        raise TypeError(f"{op}: needs a Tensor or Scalar operand, got {shown}")
+    return operands
+
+
+def _is_size_of(e: object, arg: Tensor, dim: int) -> bool:
+    """Whether `e` is `fuser.dim` of `arg` at `dim` (the dim's own extent)."""
+    owner = e.value.owner if isinstance(e, Scalar) else None
+    return isinstance(owner, DimOp) and owner.input == arg.value and owner.axis == dim
+
+
+def _expanded_dims(arg: Tensor, axes: Sequence[int]) -> list[int]:
+    """The dims in `axes` that a fuser.expand producing `arg` expanded from a broadcast dim."""
+    owner = arg.value.owner
+    if not isinstance(owner, ExpandOp):
+        return []
+    source = owner.in_type.shape
+    return [d for d in axes if source[d] == BROADCAST and arg.type.shape[d] != BROADCAST]
 
 
 def _norm_dim(op: str, d: int, rank: int) -> int:
@@ -77,7 +182,7 @@ def _norm_dims(op: str, dims: int | Sequence[int], rank: int) -> list[int]:
     return sorted(_norm_dim(op, d, rank) for d in dims)
 
 
-class Ops:
+class Ops(CompositeOps):
     def __init__(self, fd: FusionDefinition):
         self.fd = fd
 
@@ -91,70 +196,98 @@ class Ops:
         return x
 
     def _extent(self, e: int | Scalar) -> tuple[int, SSAValue | None]:
-        """(static dim or DYNAMIC, SSA extent or None) of a shape entry."""
+        """(static dim or DYNAMIC, SSA extent or None) of a shape entry. A constant Scalar is
+        folded as nvFuser does: a constant 1 is a broadcast dim, another a static extent."""
+        e = _folded(e)
         if isinstance(e, Scalar):
             return DYNAMIC, self.fd._scalar(e, i64).value
         return (BROADCAST if e == 1 else static_int(e, "extent")), None
 
     def _int(self, v: int | Scalar, what: str = "value") -> int | SSAValue:
-        return v.value if isinstance(v, Scalar) else static_int(v, what)
+        """A static int, or an i64 SSA value (i32/bool Scalars are widened)."""
+        v = _folded(v)
+        return self.fd._scalar(v, i64).value if isinstance(v, Scalar) else static_int(v, what)
 
     # -- elementwise ------------------------------------------------------------
     def cast(self, arg: Tensor, dtype: DataType) -> Tensor:
+        if isinstance(arg, Scalar):
+            return ScalarBuilder(self.fd).cast(arg, dtype)
         arg = self._tensor(arg, "cast: arg")
         dtype = DataType(dtype)
-        if arg.type.dtype == dtype.value:
+        if arg.type.dtype == dtype.real_dtype("cast: dtype"):
             return arg
+        error = cast_error("cast", arg.type.dtype, dtype.value)
+        if error is not None:
+            raise TypeError(error)
         return self._emit(CastOp(arg.value, arg.type.without_layout().with_dtype(dtype.value)))
 
     def _unary(self, kind: UnaryKind, arg: Tensor) -> Tensor:
+        if isinstance(arg, Scalar):
+            return ScalarBuilder(self.fd).unary(str(kind), arg)
         arg = self._tensor(arg, f"{kind}: arg")
+        if arg.type.dtype in FP8_DTYPES:
+            arg = self.cast(arg, DataType.Float)
+        if kind == UnaryKind.REAL and arg.type.dtype not in COMPLEX_DTYPES:
+            return arg  # torch.real of a real tensor is the tensor
+        _check_compute(str(kind), kind, arg.type.dtype, COMPLEX_UNARY)
         if kind in FLOAT_ONLY_UNARY and arg.type.dtype not in _FLOAT_RANK:
             arg = self.cast(arg, DataType.Float)
+        if kind in FLOAT_INPUT_UNARY and arg.type.dtype not in _FLOAT_RANK:
+            raise TypeError(f"{kind}: arg must be a floating-point tensor, got {arg.type.dtype}")
         out = arg.type.without_layout()
-        if kind in BOOL_RESULT_UNARY:
-            out = out.with_dtype("i1")
+        out = out.with_dtype("i1" if kind in BOOL_RESULT_UNARY else unary_result_dtype(kind, out.dtype))
         return self._emit(UnaryOp(kind, arg.value, out))
 
-    def _operands(self, values: Sequence[object]) -> tuple[str, list[SSAValue]]:
-        """Promotes a mix of tensors and scalars; returns (compute dtype, SSA operands)."""
+    def _operands(self, values: Sequence[object], dtype: str | None = None) -> tuple[str, list[SSAValue]]:
+        """Promotes a mix of tensors and scalars (to `dtype` if given); returns (compute dtype,
+        SSA operands)."""
         tensors = [v for v in values if isinstance(v, Tensor)]
         if not tensors:
             raise TypeError("at least one operand must be a Tensor")
-        dtype = tensors[0].type.dtype
-        for t in tensors[1:]:
-            dtype = promote(dtype, t.type.dtype)
-        for v in values:
-            if not isinstance(v, Tensor) and _category(_scalar_kind(v)) > _category(dtype):
-                dtype = "f32" if _scalar_kind(v) in _FLOAT_RANK else "i64"
+        dtype = dtype or _common_dtype(values)
+        rank = max(t.ndim for t in tensors)
         operands = []
         for v in values:
             if isinstance(v, Tensor):
-                operands.append(self.cast(v, DataType(dtype)).value)
+                operands.append(self._to_rank(self.cast(v, DataType(dtype)), rank).value)
             else:
-                target = Float64Type() if dtype in _FLOAT_RANK else i1 if dtype == "i1" else i64
+                target = _scalar_type(dtype)
                 operands.append(self.fd._scalar(v, target).value)
         return dtype, operands
 
+    def _to_rank(self, t: Tensor, rank: int) -> Tensor:
+        """A 0-d tensor broadcast to `rank` (as torch broadcasts it against any tensor)."""
+        return self.broadcast(t, [True] * rank) if t.ndim == 0 and rank else t
+
     def _binary(self, kind: BinaryKind, a: object, b: object) -> Tensor:
-        dtype, (lhs, rhs) = self._operands([a, b])
+        if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+            return ScalarBuilder(self.fd).binary(str(kind), *_with_a_scalar(str(kind), a, b))
+        dtype, (lhs, rhs) = self._operands([a, b], _binary_dtype(kind, [a, b]))
         types = [v.type for v in (lhs, rhs) if isinstance(v.type, TensorType)]
         dims = rules.elementwise(f"fuser.binary {kind}", types)
-        out = TensorType("i1" if kind in BOOL_RESULT_BINARY else dtype, dims)
+        out = TensorType(binary_result_dtype(kind, dtype), dims)
         return self._emit(BinaryOp(kind, lhs, rhs, out))
 
     def where(self, cond: object, x: object, y: object) -> Tensor:
+        if not any(isinstance(v, Tensor) for v in (cond, x, y)):
+            return ScalarBuilder(self.fd).where(*_with_a_scalar("where", cond, x, y))
         if isinstance(cond, Tensor) and cond.type.dtype != "i1":
             cond = self.ne(cond, 0)
-        cond_value = cond.value if isinstance(cond, Tensor) else self.fd._scalar(cond, i1).value
+        if isinstance(cond, Tensor):
+            rank = max(v.ndim for v in (cond, x, y) if isinstance(v, Tensor))
+            cond_value = self._to_rank(cond, rank).value
+            x, y = (self._to_rank(v, rank) if isinstance(v, Tensor) else v for v in (x, y))
+        else:
+            cond_value = self.fd._scalar(cond, i1).value
         if isinstance(x, Tensor) or isinstance(y, Tensor):
             dtype, (xv, yv) = self._operands([x, y])
         else:
-            dtype = "f32" if "f64" in (_scalar_kind(x), _scalar_kind(y)) else "i64"
-            xv, yv = (self.fd._scalar(v, Float64Type() if dtype == "f32" else i64).value for v in (x, y))
+            dtype = _common_dtype([x, y])
+            xv, yv = (self.fd._scalar(v, DataType(dtype).element_type).value for v in (x, y))
         types = [v.type for v in (cond_value, xv, yv) if isinstance(v.type, TensorType)]
         if not types:
             raise TypeError("where: at least one operand must be a Tensor")
+        _check_compute("where", "where", dtype, ())
         dims = rules.elementwise("fuser.where", types)
         return self._emit(WhereOp(cond_value, xv, yv, TensorType(dtype, dims)))
 
@@ -163,21 +296,90 @@ class Ops:
         arg = self._tensor(arg, f"{kind}: arg")
         if dtype is not None:
             arg = self.cast(arg, dtype)
-        axes = _norm_dims(f"fuser.reduction {kind}", dims, arg.ndim)
+        elif arg.type.dtype in FP8_DTYPES:
+            arg = self.cast(arg, DataType.Float)
+        elif kind in (ReductionKind.SUM, ReductionKind.PROD) and _category(arg.type.dtype) < 2:
+            arg = self.cast(arg, DataType.Int)  # as torch and nvFuser: bool/integer sums are i64
+        _check_compute(str(kind), kind, arg.type.dtype, COMPLEX_REDUCTION)
+        # No dims (None or []) reduce every dim, as torch.sum(t) does.
+        axes = _norm_dims(f"fuser.reduction {kind}", [] if dims is None else dims, arg.ndim) or list(range(arg.ndim))
         out = rules.reduction(f"fuser.reduction {kind}", arg.type, axes, keepdim)
         return self._emit(ReductionOp(kind, arg.value, axes, keepdim, TensorType(arg.type.dtype, out)))
 
-    def sum(self, arg, dims, keepdim=False, dtype=None):
+    def sum(self, arg, dims=None, keepdim=False, dtype=None):
         return self._reduction(ReductionKind.SUM, arg, dims, keepdim, dtype)
 
-    def prod(self, arg, dims, keepdim=False, dtype=None):
+    def prod(self, arg, dims=None, keepdim=False, dtype=None):
         return self._reduction(ReductionKind.PROD, arg, dims, keepdim, dtype)
 
-    def max(self, arg, dims, keepdim=False, dtype=None):
+    def max(self, arg, dims=None, keepdim=False, dtype=None):
         return self._reduction(ReductionKind.MAX, arg, dims, keepdim, dtype)
 
-    def min(self, arg, dims, keepdim=False, dtype=None):
+    def min(self, arg, dims=None, keepdim=False, dtype=None):
         return self._reduction(ReductionKind.MIN, arg, dims, keepdim, dtype)
+
+    # -- welford, var, var_mean (fuser_dialect/ops_welford.py) ----------------------------
+    def welford(self, arg, dims):
+        """(avg, var_sum, n) over `dims`: the mean, the sum of squared deviations from it and
+        the element count (an i64 tensor). avg and var_sum are f32 for f16/bf16 inputs."""
+        arg, axes = self._welford_args("welford", arg, dims)
+        return tuple(self._welford(stat, arg, axes, keepdim=False) for stat in WelfordStat)
+
+    def var(self, arg, dims, correction=1, keepdim=False):
+        """torch.var: var_sum / max(n - correction, 0), in the input dtype."""
+        arg, axes = self._welford_args("var", arg, dims)
+        return self._variance("var", arg, axes, correction, keepdim)
+
+    def var_mean(self, arg, dims, correction=1, keepdim=False):
+        """torch.var_mean: (var, mean), both in the input dtype."""
+        arg, axes = self._welford_args("var_mean", arg, dims)
+        var = self._variance("var_mean", arg, axes, correction, keepdim)
+        mean = self._welford(WelfordStat.AVG, arg, axes, keepdim)
+        return var, self.cast(mean, arg.dtype)
+
+    def _welford_args(self, name: str, arg: object, dims) -> tuple[Tensor, list[int]]:
+        """The checked input and its sorted reduced dims (None or [] reduce every dim, as torch)."""
+        arg = self._tensor(arg, f"{name}: arg")
+        if arg.type.dtype not in _FLOAT_RANK:
+            raise TypeError(f"{name}: arg must be a floating-point tensor, got {arg.type.dtype}")
+        axes = _norm_dims(name, [] if dims is None else dims, arg.ndim)
+        return arg, axes or list(range(arg.ndim))
+
+    def _welford(self, stat: WelfordStat, arg: Tensor, axes: list[int], keepdim: bool) -> Tensor:
+        dtype = "i64" if stat == WelfordStat.N else accumulation_dtype(arg.type.dtype)
+        out = rules.reduction(f"fuser.welford {stat}", arg.type, axes, keepdim)
+        return self._emit(WelfordOp(stat, arg.value, axes, keepdim, TensorType(dtype, out)))
+
+    def _variance(self, name: str, arg: Tensor, axes: list[int], correction: object, keepdim: bool) -> Tensor:
+        correction = static_int(correction, f"{name}: correction")
+        var_sum = self._welford(WelfordStat.VAR_SUM, arg, axes, keepdim)
+        # torch divides by max(n - correction, 0): where that is 0 the variance is inf (nan for 0/0).
+        count = self._reduced_count(arg, axes)
+        if isinstance(count, int):
+            dof: int | Scalar = max(count - correction, 0)
+        else:
+            dof = self._i64(arith.MaxSIOp, self._i64(arith.SubiOp, count, correction), 0)
+        return self.cast(self.div(var_sum, dof), arg.dtype)
+
+    def _reduced_count(self, arg: Tensor, axes: list[int]) -> int | Scalar:
+        """The number of elements each result element reduces: an int when every reduced
+        extent is static, else an i64 Scalar (a product of `fuser.dim`s)."""
+        static = 1
+        count: Scalar | None = None
+        for d in axes:
+            extent = arg.type.static_extent(d)
+            if extent is not None:
+                static *= extent
+            else:
+                count = self.size(arg, d) if count is None else self._i64(arith.MuliOp, count, self.size(arg, d))
+        if count is None:
+            return static
+        return count if static == 1 else self._i64(arith.MuliOp, count, static)
+
+    def _i64(self, op_type: type[Operation], lhs: int | Scalar, rhs: int | Scalar) -> Scalar:
+        """`op_type` (an arith op on i64) of two extents."""
+        a, b = self.fd._scalar(lhs, i64), self.fd._scalar(rhs, i64)
+        return Scalar(self.fd, self.fd._append(op_type(a.value, b.value)).results[0])
 
     # -- layout -------------------------------------------------------------------
     def broadcast(self, arg: Tensor, is_broadcast_dim: Sequence[bool]) -> Tensor:
@@ -197,29 +399,43 @@ class Ops:
         return self.expand(out, shape)
 
     def expand(self, arg: Tensor, shape: Sequence[int | Scalar]) -> Tensor:
-        """Broadcast dims take the extents in `shape` (-1 keeps a dim's extent)."""
+        """Broadcast dims take the extents in `shape` (-1, or the dim's own size, keeps a dim).
+        A Scalar extent on a `?` dim expands it too: that dim may be 1 at run time."""
         arg = self._tensor(arg, "expand: arg")
         if len(shape) != arg.ndim:
             raise ValueError(f"expand: shape {list(shape)} has {len(shape)} entries for a tensor of rank {arg.ndim}")
-        dims, extents = [], []
+        dims, extents, changed = [], [], False
         for d, (have, want) in enumerate(zip(arg.type.shape, shape)):
-            if isinstance(want, Scalar):
-                dims.append(DYNAMIC)
-                extents.append(self.fd._scalar(want, i64).value)
-            elif want == -1 or (want == 1 and have == BROADCAST):
+            want = _folded(want)
+            if _is_size_of(want, arg, d) or (isinstance(want, int) and want in (-1, have)) or (want == 1 and have == BROADCAST):
                 dims.append(have)
                 if have == DYNAMIC:
-                    extents.append(self.size(arg, d).value)
+                    extents.append(want.value if isinstance(want, Scalar) else self.size(arg, d).value)
+            elif isinstance(want, Scalar):
+                dims.append(DYNAMIC)
+                extents.append(self.fd._scalar(want, i64).value)
+                changed = True
             else:
-                dims.append(BROADCAST if want == 1 and have == BROADCAST else want)
-        if tuple(dims) == arg.type.shape:
+                dims.append(static_int(want, f"expand: shape[{d}]"))
+                changed = True
+        if not changed:
             return arg
         rules.expand("fuser.expand", arg.type, dims)
         return self._emit(ExpandOp(arg.value, extents, TensorType(arg.type.dtype, dims)))
 
-    def squeeze(self, arg: Tensor, dims: int | Sequence[int]) -> Tensor:
+    def squeeze(self, arg: Tensor, dims: int | Sequence[int], squeeze_expanded: bool = False) -> Tensor:
+        """Removes extent-1 dims. An expanded broadcast dim (the result of expand) is squeezed
+        only with squeeze_expanded=True, as in nvFuser: its broadcast source is squeezed."""
         arg = self._tensor(arg, "squeeze: arg")
         axes = _norm_dims("fuser.squeeze", dims, arg.ndim)
+        expanded = _expanded_dims(arg, axes)
+        if expanded and not squeeze_expanded:
+            raise ValueError(
+                f"squeeze: dim {expanded[0]} of {arg.type.describe()} is an expanded broadcast dim (fuser.expand of "
+                "an extent-1 dim); pass squeeze_expanded=True to squeeze it"
+            )
+        if expanded:
+            return self._squeeze_expanded(arg, axes)
         out = rules.squeeze("fuser.squeeze", arg.type, axes)
         return self._emit(SqueezeOp(arg.value, axes, TensorType(arg.type.dtype, out)))
 
@@ -232,7 +448,8 @@ class Ops:
     def reshape(self, arg: Tensor, new_shape: Sequence[int | Scalar]) -> Tensor:
         """new_shape entries: static ints, Scalars, or one -1 inferred from the rest."""
         arg = self._tensor(arg, "reshape: arg")
-        entries = list(new_shape)
+        # Constant Scalars fold to ints; the others become i64 (an i32 is widened, a float refused).
+        entries = [self.fd._scalar(e, i64) if isinstance(e, Scalar) else e for e in map(_folded, new_shape)]
         if sum(1 for e in entries if not isinstance(e, Scalar) and e == -1) > 1:
             raise ValueError(f"reshape: at most one -1 in new_shape {entries}")
         if any(not isinstance(e, Scalar) and e == -1 for e in entries):
@@ -283,7 +500,7 @@ class Ops:
             widths[2 * d + 1] = self._int(pad_widths[2 * k + 1], f"pad width #{2 * k + 1}")
         static = [DYNAMIC_ENTRY if isinstance(w, SSAValue) else w for w in widths]
         dims = rules.pad("fuser.pad", arg.type, static)
-        fill = self.fd._scalar(0 if value is None else value, Float64Type() if arg.type.dtype in _FLOAT_RANK else i64 if arg.type.dtype != "i1" else i1)
+        fill = self.fd._scalar(0 if value is None else value, _scalar_type(arg.type.dtype))
         return self._emit(PadOp(arg.value, widths, fill.value, TensorType(arg.type.dtype, dims)))
 
     def slice(self, arg: Tensor, start_indices, end_indices, strides=None) -> Tensor:
@@ -331,9 +548,71 @@ class Ops:
     def index_select(self, arg: Tensor, index: Tensor, dim: int) -> Tensor:
         return self._index_op(IndexSelectOp, rules.index_select, "index_select", arg, index, dim)
 
+    # -- scans and select (torch names: nvFuser offers cumsum only) ---------------------
+    def _scan(self, kind: ScanKind, name: str, arg: Tensor, dim: int) -> Tensor:
+        arg = self._tensor(arg, f"{name}: arg")
+        axis = _norm_dim(name, static_int(dim, f"{name}: dim"), arg.ndim)
+        dims = scan_shape(f"fuser.scan {kind}", arg.type, axis)
+        out = TensorType(scan_result_dtype(kind, arg.type.dtype), dims)
+        return self._emit(ScanOp(kind, arg.value, axis, out))
+
+    def cumsum(self, arg: Tensor, dim: int) -> Tensor:
+        """torch.cumsum: integer and bool inputs give i64."""
+        return self._scan(ScanKind.SUM, "cumsum", arg, dim)
+
+    def cumprod(self, arg: Tensor, dim: int) -> Tensor:
+        """torch.cumprod: integer and bool inputs give i64."""
+        return self._scan(ScanKind.PROD, "cumprod", arg, dim)
+
+    def cummax(self, arg: Tensor, dim: int) -> Tensor:
+        """The values of torch.cummax (no indices); NaN propagates."""
+        return self._scan(ScanKind.MAX, "cummax", arg, dim)
+
+    def cummin(self, arg: Tensor, dim: int) -> Tensor:
+        """The values of torch.cummin (no indices); NaN propagates."""
+        return self._scan(ScanKind.MIN, "cummin", arg, dim)
+
+    def select(self, arg: Tensor, index: int | Scalar, dim: int) -> Tensor:
+        """torch.select: the slice at `index` (negative counts from the end) of `dim`, which goes."""
+        arg = self._tensor(arg, "select: arg")
+        axis = _norm_dim("select", static_int(dim, "select: dim"), arg.ndim)
+        dims = select_shape("fuser.select", arg.type, axis)
+        position = self._select_index(index, arg.type.static_extent(axis), axis)
+        return self._emit(SelectOp(arg.value, position.value, axis, TensorType(arg.type.dtype, dims)))
+
+    def _select_index(self, index: int | Scalar, extent: int | None, axis: int) -> Scalar:
+        """The index as an integer scalar; a constant is range-checked here when the extent is static."""
+        if isinstance(index, Scalar):
+            if index.dtype not in ("i64", "i32"):
+                raise TypeError(f"select: index must be an integer Scalar, got a {index.dtype} Scalar")
+            return index
+        value = static_int(index, "select: index")
+        if extent is not None:
+            wrap_index("select", value, extent, axis)
+        return self.fd._scalar(value, i64)
+
+    # -- matrix products (fuser_dialect/ops_matmul.py; run as host segments) ------------
+    def matmul(self, arg1: Tensor, arg2: Tensor) -> Tensor:
+        """torch.matmul: 1-D operands, batch dims broadcast; the result has the operands' dtype."""
+        arg1 = self._tensor(arg1, "matmul: arg1")
+        arg2 = self._tensor(arg2, "matmul: arg2")
+        dims = ops_matmul.matmul("fuser.matmul", arg1.type, arg2.type)
+        return self._emit(ops_matmul.MatmulOp(arg1.value, arg2.value, TensorType(arg1.type.dtype, dims)))
+
+    def linear(self, arg1: Tensor, arg2: Tensor, bias: Tensor | None = None) -> Tensor:
+        """torch.nn.functional.linear: arg1 [..., K] @ arg2 [N, K]^T (+ bias [N])."""
+        arg1 = self._tensor(arg1, "linear: arg1 (input)")
+        arg2 = self._tensor(arg2, "linear: arg2 (weight)")
+        bias = None if bias is None else self._tensor(bias, "linear: bias")
+        dims = ops_matmul.linear("fuser.linear", arg1.type, arg2.type, None if bias is None else bias.type)
+        out = TensorType(arg1.type.dtype, dims)
+        return self._emit(ops_matmul.LinearOp(arg1.value, arg2.value, None if bias is None else bias.value, out))
+
     # -- factories and queries ------------------------------------------------------
     def iota(self, length: int | Scalar, start=None, step=None, dtype: DataType = DataType.Int) -> Tensor:
         dtype = DataType(dtype)
+        if dtype.real_dtype("iota: dtype") in FP8_DTYPES + COMPLEX_DTYPES:
+            raise TypeError(f"iota: dtype must be an integer or floating-point dtype, got {dtype.name}")
         length_v = self.fd._scalar(length, i64)
         scalar_t = i64 if dtype.value in ("i64", "i32") else Float64Type()
         start_v = self.fd._scalar(0 if start is None else start, scalar_t)
@@ -343,20 +622,140 @@ class Ops:
 
     def full(self, shape: Sequence[int | Scalar], fill_value: object, dtype: DataType) -> Tensor:
         dtype = DataType(dtype)
+        dtype.real_dtype("full: dtype")
         dims, extents = [], []
         for e in shape:
             d, v = self._extent(e)
             dims.append(d)
             if v is not None:
                 extents.append(v)
-        scalar_t = Float64Type() if dtype.value in _FLOAT_RANK else i1 if dtype.value == "i1" else i64
-        fill = self.fd._scalar(fill_value, scalar_t)
+        fill = self.fd._scalar(fill_value, _scalar_type(dtype.value))
         return self._emit(FullOp(extents, fill.value, TensorType(dtype.value, dims)))
 
     def size(self, arg: Tensor, dim: int) -> Scalar:
+        """The extent of `dim`: a constant when the dim is static or broadcast (folded, as in nvFuser)."""
         arg = self._tensor(arg, "size: arg")
         axis = _norm_dim("fuser.dim", dim, arg.ndim)
+        static = arg.type.static_extent(axis)
+        if static is not None:
+            return self.fd._scalar(static, i64)
         return Scalar(self.fd, self.fd._append(DimOp(arg.value, axis)).results[0])
+
+    # -- random numbers (fuser_dialect/ops_random.py, fuser_dialect/philox.py) ------------
+    def uniform(self, minval, maxval, shape, rng_seed=None, rng_offset=None, dtype=DataType.Float) -> Tensor:
+        """Uniform values in [minval, maxval) of `shape` (ints or Int Scalars). With rng_seed and
+        rng_offset (Int Scalars or ints, both or neither) the values are reproducible on every
+        backend; without them every execution draws new ones from the process generator."""
+        if _is_number(minval) and _is_number(maxval) and minval > maxval:
+            raise ValueError(f"uniform: minval {minval} > maxval {maxval}: expected a [minval, maxval) range")
+        return self._random(UniformOp, ("minval", minval), ("maxval", maxval), shape, rng_seed, rng_offset, dtype)
+
+    def normal(self, mean, std, shape, rng_seed=None, rng_offset=None, dtype=DataType.Float) -> Tensor:
+        """Normal values (mean, std) of `shape`; seeds as for `uniform`."""
+        if _is_number(std) and std < 0:
+            raise ValueError(f"normal: std {std} is negative: expected std >= 0")
+        return self._random(NormalOp, ("mean", mean), ("std", std), shape, rng_seed, rng_offset, dtype)
+
+    def rand_like(self, arg, rng_seed=None, rng_offset=None, dtype=None) -> Tensor:
+        """uniform(0, 1) shaped like `arg`, of `arg`'s dtype unless `dtype` is given."""
+        arg = self._tensor(arg, "rand_like: arg")
+        return self.uniform(0.0, 1.0, self.shape(arg), rng_seed, rng_offset, arg.dtype if dtype is None else dtype)
+
+    def randn_like(self, arg, rng_seed=None, rng_offset=None, dtype=None) -> Tensor:
+        """normal(0, 1) shaped like `arg`, of `arg`'s dtype unless `dtype` is given."""
+        arg = self._tensor(arg, "randn_like: arg")
+        return self.normal(0.0, 1.0, self.shape(arg), rng_seed, rng_offset, arg.dtype if dtype is None else dtype)
+
+    def _random(self, op_type: type[RandomOp], first: tuple, second: tuple, shape, rng_seed, rng_offset,
+                dtype) -> Tensor:
+        name = op_type.name
+        dtype = DataType(dtype)
+        if dtype.value not in _FLOAT_RANK:
+            raise ValueError(f"{name}: dtype {dtype.name}: random distributions only create floating point tensors "
+                             "(Double, Float, Half, BFloat16)")
+        parameters = [self._random_parameter(name, what, v) for what, v in (first, second)]
+        dims, extents = self._random_shape(name, shape)
+        seed, offset = self._rng_state(name, rng_seed, rng_offset)
+        return self._emit(op_type(extents, *parameters, seed, offset, TensorType(dtype.value, dims)))
+
+    def _random_parameter(self, name: str, what: str, value: object) -> SSAValue:
+        if isinstance(value, Scalar) and value.dtype in ("f64", "f32", "i64", "i32"):
+            return value.value
+        if not _is_number(value):
+            raise TypeError(f"{name}: {what} must be a number or a numeric Scalar, got {value!r}")
+        return self.fd._scalar(value, Float64Type()).value
+
+    def _random_shape(self, name: str, shape) -> tuple[list[int], list[SSAValue]]:
+        """(result dims, one i64 extent per dim: static ones are constants)."""
+        if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence):
+            raise TypeError(f"{name}: shape must be a list of ints or Int Scalars, got {shape!r}")
+        dims, extents = [], []
+        for i, e in enumerate(shape):
+            if isinstance(e, Scalar) and e.dtype != "i64":
+                raise TypeError(f"{name}: shape[{i}] is a {e.dtype} Scalar: expected an Int Scalar")
+            if not isinstance(e, Scalar) and static_int(e, f"{name}: shape[{i}]") < 0:
+                raise ValueError(f"{name}: shape[{i}] = {e}: extents must be >= 0")
+            d, v = self._extent(e)
+            dims.append(d)
+            extents.append(v if v is not None else self.fd._scalar(1 if d == BROADCAST else d, i64).value)
+        return dims, extents
+
+    def _rng_state(self, name: str, rng_seed, rng_offset) -> tuple[SSAValue | None, SSAValue | None]:
+        if rng_seed is None and rng_offset is None:
+            return None, None
+        if rng_seed is None or rng_offset is None:
+            raise ValueError(f"{name}: rng_seed and rng_offset must be provided together")
+        values = []
+        for what, v in (("rng_seed", rng_seed), ("rng_offset", rng_offset)):
+            if isinstance(v, Scalar) and v.dtype != "i64":
+                raise TypeError(f"{name}: {what} is a {v.dtype} Scalar: expected an Int Scalar "
+                                "(define_scalar(dtype=DataType.Int)) or an int")
+            if not isinstance(v, Scalar):
+                static_int(v, f"{name}: {what}")
+            values.append(self.fd._scalar(v, i64).value)
+        return values[0], values[1]
+
+    # -- frontend API: shapes, copies, composites (engineer API) ----------------------
+    def shape(self, arg: Tensor) -> Vector:
+        """Every extent of `arg`, as a Vector of Int scalars."""
+        arg = self._tensor(arg, "shape: arg")
+        return Vector(self.size(arg, d) for d in range(arg.ndim))
+
+    def set(self, arg: Tensor) -> Tensor:
+        """A copy of `arg` (nvFuser's set)."""
+        return self._emit(SetOp(self._tensor(arg, "set: arg").value))
+
+    def segment_set(self, arg: Tensor) -> Tensor:
+        """A copy of `arg` that ends a kernel: its consumers run in a later one."""
+        return self._emit(SegmentSetOp(self._tensor(arg, "segment_set: arg").value))
+
+    def _squeeze_expanded(self, arg: Tensor, axes: list[int]) -> Tensor:
+        """Squeezes the expand's broadcast source, then expands the kept dims again."""
+        source = Tensor(self.fd, arg.value.owner.input)  # type: ignore[union-attr]
+        squeezed = self.squeeze(source, axes)
+        kept = [d for d in range(arg.ndim) if d not in axes]
+        return self.expand(squeezed, [self.size(arg, d) for d in kept])
+
+    def embedding_fwd(self, input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, norm_type=None,
+                      scale_grad_by_freq=None, sparse=None) -> Tensor:
+        """torch.nn.functional.embedding: weight rows gathered by `input`, shaped input.shape + [D].
+        padding_idx, scale_grad_by_freq and sparse only change the backward; they are accepted."""
+        input = self._tensor(input, "embedding_fwd: input")
+        weight = self._tensor(weight, "embedding_fwd: weight")
+        if max_norm is not None:
+            raise NotImplementedError(
+                "embedding_fwd: max_norm is not supported: it renormalises the gathered rows of `weight` "
+                "in place, and a fusion does not write its inputs; normalise the rows before the fusion"
+            )
+        if weight.ndim != 2:
+            raise ValueError(f"embedding_fwd: weight must be 2-D [num_embeddings, D], got {weight.type.describe()}")
+        if input.type.dtype not in ("i64", "i32"):
+            raise TypeError(f"embedding_fwd: input must hold integer indices, got {input.type.dtype}")
+        flat = self.reshape(input, [-1]) if input.ndim != 1 else input
+        rows = self.index_select(weight, flat, 0)
+        if input.ndim == 1:
+            return rows
+        return self.reshape(rows, [*self.shape(input), self.size(weight, 1)])
 
 
 def _make_unary(kind: UnaryKind):

@@ -252,9 +252,14 @@ class ExactDims:
     so every dim that may broadcast in some run counts as broadcast — declared `b`, a `?` (or
     extent-1) dim tied to nothing (a resized dim of pad/slice/cat broadcasts when its extent
     is 1), and a dim all of whose ties come from such dims (an elementwise result dim
-    broadcasts when all its operands' do)."""
+    broadcasts when all its operands' do).
 
-    def __init__(self, fusion: func.FuncOp, broadcasts: Callable[[SSAValue], Flags] | None = None):
+    `expands_decided`: the run's flags already say which `?` dims expand (concretize's
+    decisions, which are in the cache key), so an inexact tie (an expand's kept dim) holds
+    wherever neither end broadcasts: every run with those decisions has equal extents there."""
+
+    def __init__(self, fusion: func.FuncOp, broadcasts: Callable[[SSAValue], Flags] | None = None,
+                 expands_decided: bool = False):
         # Members are numbered (an int hashes far faster than an SSAValue): a tensor's dims
         # get consecutive numbers from its base, a scalar one number.
         self._base: dict[SSAValue, int] = {}
@@ -278,7 +283,7 @@ class ExactDims:
                 flags = self._may_broadcast(result.type, ties, operands)
             declared += self._add(result, broadcasts, flags)
             for tie in ties:
-                if not tie.exact:
+                if not tie.exact and not expands_decided:
                     continue
                 a = self._member(operands[tie.operand], tie.operand_dim)
                 b = self._member(result, tie.result_dim)

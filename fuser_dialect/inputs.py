@@ -27,18 +27,29 @@ def is_torch_tensor(x: object) -> bool:
 
 def torch_to_numpy(x) -> np.ndarray:
     """A host numpy array of a torch tensor: a view of a CPU tensor, a copy of another device's."""
-    if x.is_cpu and not x.requires_grad and not x.is_conj() and x.dtype is not _torch_bfloat16(x):
+    viewed = _bits_viewed()
+    if x.is_cpu and not x.requires_grad and not x.is_conj() and x.dtype not in viewed:
         return x.numpy()  # the common case, without detach()'s new tensor
-    import torch
-
     x = x.detach().cpu()
-    if x.dtype == torch.bfloat16:
-        return x.view(torch.int16).numpy().view(numpy_dtype("bf16"))
+    if x.dtype in viewed:
+        name, bits = viewed[x.dtype]
+        return x.view(bits).numpy().view(numpy_dtype(name))
     return x.resolve_conj().numpy()
 
 
-def _torch_bfloat16(x):
-    return sys.modules["torch"].bfloat16
+_BITS_VIEWED: dict = {}
+
+
+def _bits_viewed() -> dict:
+    """torch dtypes numpy lacks -> (fuser dtype, same-width integer dtype that carries the bits)."""
+    if not _BITS_VIEWED:
+        torch = sys.modules["torch"]
+        _BITS_VIEWED.update({
+            torch.bfloat16: ("bf16", torch.int16),
+            torch.float8_e4m3fn: ("f8E4M3FN", torch.uint8),
+            torch.float8_e5m2: ("f8E5M2", torch.uint8),
+        })
+    return _BITS_VIEWED
 
 
 def scalar_value(f: func.FuncOp, i: int, value: object, t) -> np.generic:
@@ -63,7 +74,15 @@ def scalar_value(f: func.FuncOp, i: int, value: object, t) -> np.generic:
 
 
 _TORCH_DTYPES = {"torch.float64": "f64", "torch.float32": "f32", "torch.float16": "f16", "torch.bfloat16": "bf16",
+                 "torch.float8_e4m3fn": "f8E4M3FN", "torch.float8_e5m2": "f8E5M2",
+                 "torch.complex64": "c64", "torch.complex128": "c128",
                  "torch.int64": "i64", "torch.int32": "i32", "torch.bool": "i1"}
+
+
+def torch_dtype_name(dtype: object) -> str | None:
+    """The fuser dtype name of a torch dtype (looked up by name: torch is not imported); None
+    when it has none."""
+    return _TORCH_DTYPES.get(str(dtype))
 
 
 def _dtype_name(value) -> str:

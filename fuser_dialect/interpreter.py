@@ -19,6 +19,7 @@ from xdsl.dialects import func
 from xdsl.ir import Operation, SSAValue
 
 from fuser_dialect.extents import ExtentError, ExtentPlan, evaluate_extents, runtime_arguments
+from fuser_dialect.float8 import FORMATS, from_fp8, is_fp8_array, to_fp8
 from fuser_dialect.inputs import check_inputs, to_numpy
 from fuser_dialect.op_table import interpreter
 from fuser_dialect.types import BROADCAST, DYNAMIC_ENTRY, TensorType, dtype_name, dtype_of_numpy, numpy_dtype
@@ -56,6 +57,8 @@ def cast_array(x: Value, dtype: str) -> np.ndarray:
     """Casts with the device's semantics: float->bool is `!= 0`, rounding is to nearest even."""
     target = numpy_dtype(dtype)
     x = np.asarray(x)
+    if dtype in FORMATS or is_fp8_array(x):  # fp8 rounds and saturates as torch does
+        return to_fp8(x, dtype) if dtype in FORMATS else cast_array(from_fp8(x), dtype)
     if dtype == "i1":
         return x != 0
     if x.dtype == numpy_dtype("bf16") and target.kind in "iu":

@@ -41,7 +41,8 @@ class DimTie(NamedTuple):
     result_dim: int | None
     exact: bool = True
     """False where the IR allows the tie to break at run time (an extent-1 dim that is not
-    typed `b` may still expand): symbolic extents assume it holds, concretize must not."""
+    typed `b` may still expand): symbolic extents assume it holds; concretize uses it only
+    where its run decided that the dim does not expand (ExactDims' `expands_decided`)."""
 
 
 DimLink = tuple[int, int, int]

@@ -44,6 +44,18 @@ def _float_div(a, b):
     return math.copysign(math.inf, a) * math.copysign(1.0, b)
 
 
+def _wrap_int32(a):
+    """arith.trunci to i32 (the only narrower scalar integer type; bools come from cmpi)."""
+    return (int(a) + 2**31) % 2**32 - 2**31
+
+
+def _nan_propagating(pick, a, b):
+    # arith.maximumf/minimumf: NaN wins, as torch.maximum does (Python's max would not).
+    if math.isnan(a) or math.isnan(b):
+        return math.nan
+    return pick(a, b)
+
+
 SCALAR_FNS: dict[type[Operation], ScalarFn] = {
     arith.AddiOp: ScalarFn(operator.add),
     arith.SubiOp: ScalarFn(operator.sub),
@@ -63,6 +75,15 @@ SCALAR_FNS: dict[type[Operation], ScalarFn] = {
     arith.FPToSIOp: ScalarFn(int),
     arith.ExtFOp: ScalarFn(float),
     arith.TruncFOp: ScalarFn(float),
+    # Scalar-only `fd.ops` calls (fuser_dialect/scalar_ops.py) build these too.
+    arith.ExtSIOp: ScalarFn(int),
+    arith.ExtUIOp: ScalarFn(int),
+    arith.TruncIOp: ScalarFn(lambda a: _wrap_int32(a)),
+    arith.MaximumfOp: ScalarFn(lambda a, b: _nan_propagating(max, a, b)),
+    arith.MinimumfOp: ScalarFn(lambda a, b: _nan_propagating(min, a, b)),
+    arith.AndIOp: ScalarFn(operator.and_),
+    arith.OrIOp: ScalarFn(operator.or_),
+    arith.XOrIOp: ScalarFn(operator.xor),
 }
 """The semantics of each arith op on scalars, shared by both users below."""
 
@@ -70,6 +91,12 @@ CMPI_PREDICATES: dict[int, Callable[[Scalar, Scalar], bool]] = {
     0: operator.eq, 1: operator.ne, 2: operator.lt, 3: operator.le, 4: operator.gt, 5: operator.ge,
 }
 """arith.cmpi's signed predicates (and eq/ne); unsigned ones never appear on extents."""
+
+CMPF_PREDICATES: dict[int, Callable[[Scalar, Scalar], bool]] = {
+    1: operator.eq, 2: operator.gt, 3: operator.ge, 4: operator.lt, 5: operator.le,
+    6: lambda a, b: a == a and b == b and a != b, 13: operator.ne,
+}
+"""arith.cmpf's ordered predicates (oeq ... one; false on NaN) and une (true on NaN), as torch compares."""
 
 
 def _interpret_with(scalar: ScalarFn) -> Callable[[Operation, list[Value]], Value]:
@@ -114,6 +141,21 @@ def _plan_cmpi(op: arith.CmpiOp, plan: ExtentPlan) -> Step:
     return _plan_with(_cmpi(op))(op, plan)
 
 
+def _cmpf(op: arith.CmpfOp) -> ScalarFn:
+    pred = op.predicate.value.data
+    if pred not in CMPF_PREDICATES:
+        raise ExtentError(f"{op.name}: predicate {pred} is not supported on scalars (oeq, ogt, oge, olt, ole, one, une are)")
+    return ScalarFn(CMPF_PREDICATES[pred])
+
+
+def _interpret_cmpf(op: arith.CmpfOp, args: list[Value]) -> Value:
+    return np.bool_(_cmpf(op).fn(*args))
+
+
+def _plan_cmpf(op: arith.CmpfOp, plan: ExtentPlan) -> Step:
+    return _plan_with(_cmpf(op))(op, plan)
+
+
 def _interpret_constant(op: arith.ConstantOp, args: list[Value]) -> Value:
     return numpy_dtype(dtype_name(op.result.type)).type(op.value.value.data)  # type: ignore[union-attr]
 
@@ -154,5 +196,6 @@ def _register_scalar(op_type: type[Operation], interpret, plan_extents) -> None:
 for _op_type, _scalar_fn in SCALAR_FNS.items():
     _register_scalar(_op_type, _interpret_with(_scalar_fn), _plan_with(_scalar_fn))
 _register_scalar(arith.CmpiOp, _interpret_cmpi, _plan_cmpi)
+_register_scalar(arith.CmpfOp, _interpret_cmpf, _plan_cmpf)
 _register_scalar(arith.ConstantOp, _interpret_constant, _plan_constant)
 _register_scalar(arith.SelectOp, _interpret_select, _plan_select)

@@ -34,13 +34,16 @@ from xdsl.utils.str_enum import StrEnum
 
 from fuser_dialect import shape_rules as rules
 from fuser_dialect.canonicalization import CastCanonicalization
+from fuser_dialect.dtype_rules import (
+    COMPLEX_BINARY, COMPLEX_REDUCTION, COMPLEX_UNARY, cast_error, compute_error, unary_result_dtype,
+)
 from fuser_dialect.extents import ExtentError, ExtentPlan, Flags, Shape, Step, describe, plan_same_shape
 from fuser_dialect.interpreter import InterpreterError, Value, cast_array, compute_dtype, dtype_of, result_dtype
 from fuser_dialect.op_base import check_result, tensor_type
 from fuser_dialect.op_table import (
     DimTie, Dims, TypeOf, follow_ties, op_title, register, result_dims, same_dims, same_position,
 )
-from fuser_dialect.types import FLOAT_DTYPES, TensorType, dtype_name, is_scalar_type
+from fuser_dialect.types import FLOAT_DTYPES, INT_DTYPES, TensorType, dtype_name, is_scalar_type
 
 
 class UnaryKind(StrEnum):
@@ -70,14 +73,41 @@ class UnaryKind(StrEnum):
     BITWISE_NOT = auto()
     ISNAN = auto()
     ISINF = auto()
+    SIGNBIT = auto()
+    FRAC = auto()
+    TAN = auto()
+    ASIN = auto()
+    ACOS = auto()
+    ATAN = auto()
+    SINH = auto()
+    COSH = auto()
+    ASINH = auto()
+    ACOSH = auto()
+    ATANH = auto()
+    LOG10 = auto()
+    ERFC = auto()
+    LGAMMA = auto()
+    ISFINITE = auto()
+    ISPOSINF = auto()
+    ISNEGINF = auto()
+    REAL = auto()
+    IMAG = auto()
 
 
 FLOAT_ONLY_UNARY = {
     UnaryKind.EXP, UnaryKind.EXP2, UnaryKind.EXPM1, UnaryKind.LOG, UnaryKind.LOG2, UnaryKind.LOG1P,
     UnaryKind.SQRT, UnaryKind.RSQRT, UnaryKind.RECIPROCAL, UnaryKind.SIGMOID, UnaryKind.TANH,
-    UnaryKind.SIN, UnaryKind.COS, UnaryKind.ERF,
+    UnaryKind.SIN, UnaryKind.COS, UnaryKind.ERF, UnaryKind.TAN, UnaryKind.ASIN, UnaryKind.ACOS,
+    UnaryKind.ATAN, UnaryKind.SINH, UnaryKind.COSH, UnaryKind.ASINH, UnaryKind.ACOSH, UnaryKind.ATANH,
+    UnaryKind.LOG10, UnaryKind.ERFC, UnaryKind.LGAMMA,
 }
-BOOL_RESULT_UNARY = {UnaryKind.LOGICAL_NOT, UnaryKind.ISNAN, UnaryKind.ISINF}
+"""Need a float input; the builder computes them in f32 for integer tensors (as torch)."""
+FLOAT_INPUT_UNARY = FLOAT_ONLY_UNARY | {UnaryKind.FRAC}
+"""Need a float input; frac of an integer is an error in torch, so the builder does not cast."""
+BOOL_RESULT_UNARY = {
+    UnaryKind.LOGICAL_NOT, UnaryKind.ISNAN, UnaryKind.ISINF, UnaryKind.SIGNBIT, UnaryKind.ISFINITE,
+    UnaryKind.ISPOSINF, UnaryKind.ISNEGINF,
+}
 
 
 class BinaryKind(StrEnum):
@@ -100,12 +130,53 @@ class BinaryKind(StrEnum):
     BITWISE_AND = auto()
     BITWISE_OR = auto()
     BITWISE_XOR = auto()
+    TRUEDIV = auto()
+    REMAINDER = auto()
+    ATAN2 = auto()
+    NEXTAFTER = auto()
+    GCD = auto()
+    BITWISE_LEFT_SHIFT = auto()
+    BITWISE_RIGHT_SHIFT = auto()
+    LOGICAL_RIGHT_SHIFT = auto()
 
 
 BOOL_RESULT_BINARY = {
     BinaryKind.EQ, BinaryKind.NE, BinaryKind.LT, BinaryKind.LE, BinaryKind.GT, BinaryKind.GE,
     BinaryKind.LOGICAL_AND, BinaryKind.LOGICAL_OR,
 }
+INT_ONLY_BINARY = {
+    BinaryKind.GCD, BinaryKind.BITWISE_LEFT_SHIFT, BinaryKind.BITWISE_RIGHT_SHIFT, BinaryKind.LOGICAL_RIGHT_SHIFT,
+}
+"""Need i32/i64 operands (torch rejects bool and floats)."""
+BITWISE_BINARY = {BinaryKind.BITWISE_AND, BinaryKind.BITWISE_OR, BinaryKind.BITWISE_XOR}
+"""Need integer or bool operands."""
+FLOAT_ONLY_BINARY = {BinaryKind.ATAN2}
+"""Need float operands; the builder computes them in f32 for integer tensors (as torch)."""
+FULL_PRECISION_BINARY = {BinaryKind.NEXTAFTER}
+"""Need f32 or f64 operands: a step to the next f16/bf16 value is not a step in f32 (nvFuser
+rejects the 16-bit types too)."""
+
+
+def binary_result_dtype(kind: BinaryKind, operands: str) -> str:
+    """The result dtype of `kind` on operands of dtype `operands` (after promotion)."""
+    if kind in BOOL_RESULT_BINARY:
+        return "i1"
+    if kind == BinaryKind.TRUEDIV and (operands in INT_DTYPES or operands == "i1"):
+        return "f32"  # torch.true_divide: integers divide in the default float dtype
+    return operands
+
+
+def binary_operand_error(kind: BinaryKind, operands: str) -> str | None:
+    """Why `kind` cannot take operands of dtype `operands`, or None when it can."""
+    if kind in INT_ONLY_BINARY and operands not in INT_DTYPES:
+        return f"needs integer (i32 or i64) operands, got {operands}"
+    if kind in BITWISE_BINARY and operands in FLOAT_DTYPES:
+        return f"needs integer or bool operands, got {operands}"
+    if kind in FLOAT_ONLY_BINARY and operands not in FLOAT_DTYPES:
+        return f"needs floating-point operands, got {operands}"
+    if kind in FULL_PRECISION_BINARY and operands not in ("f32", "f64"):
+        return f"needs f32 or f64 operands, got {operands}"
+    return None
 
 
 class ReductionKind(StrEnum):
@@ -168,9 +239,11 @@ class UnaryOp(IRDLOperation):
 
     def verify_(self) -> None:
         t = tensor_type(self, self.input, "input")
-        if self.op_kind in FLOAT_ONLY_UNARY and t.dtype not in FLOAT_DTYPES:
+        _raise_if(compute_error(f"{self.name} {self.op_kind}", self.op_kind, t.dtype, COMPLEX_UNARY))
+        if self.op_kind in FLOAT_INPUT_UNARY and t.dtype not in FLOAT_DTYPES:
             raise VerifyException(f"{self.name} {self.op_kind}: needs a floating-point input, got {t.dtype}")
-        check_result(self, t.shape, "i1" if self.op_kind in BOOL_RESULT_UNARY else t.dtype, f"{self.name} {self.op_kind}")
+        dtype = "i1" if self.op_kind in BOOL_RESULT_UNARY else unary_result_dtype(self.op_kind, t.dtype)
+        check_result(self, t.shape, dtype, f"{self.name} {self.op_kind}")
 
 
 @irdl_op_definition
@@ -198,8 +271,11 @@ class BinaryOp(IRDLOperation):
                 f"{self.name} {self.op_kind}: tensor operands have dtypes {_dtype(self.lhs)} and "
                 f"{_dtype(self.rhs)}; cast one of them first"
             )
-        dtype = "i1" if self.op_kind in BOOL_RESULT_BINARY else tensors[0].dtype
-        check_result(self, result_dims(self), dtype, op_title(self))
+        _raise_if(compute_error(op_title(self), self.op_kind, tensors[0].dtype, COMPLEX_BINARY))
+        error = binary_operand_error(self.op_kind, tensors[0].dtype)
+        if error is not None:
+            raise VerifyException(f"{op_title(self)}: {error}")
+        check_result(self, result_dims(self), binary_result_dtype(self.op_kind, tensors[0].dtype), op_title(self))
 
 
 @irdl_op_definition
@@ -230,6 +306,7 @@ class WhereOp(IRDLOperation):
                 f"{self.name}: values have dtypes {_dtype(self.lhs)} and {_dtype(self.rhs)}; cast one of them first"
             )
         dtype = value_tensors[0].dtype if value_tensors else self.result.type.dtype
+        _raise_if(compute_error(self.name, "where", dtype, ()))
         check_result(self, result_dims(self), dtype)
 
 
@@ -247,6 +324,7 @@ class CastOp(IRDLOperation):
     def verify_(self) -> None:
         t = tensor_type(self, self.input, "input")
         result = tensor_type(self, self.result, "result")
+        _raise_if(cast_error(self.name, t.dtype, result.dtype))
         check_result(self, t.shape, result.dtype)
 
 
@@ -280,7 +358,14 @@ class ReductionOp(IRDLOperation):
 
     def verify_(self) -> None:
         t = tensor_type(self, self.input, "input")
+        _raise_if(compute_error(op_title(self), self.op_kind, t.dtype, COMPLEX_REDUCTION))
         check_result(self, result_dims(self), t.dtype, op_title(self))
+
+
+def _raise_if(error: str | None) -> None:
+    """The dtype rules of fuser_dialect.dtype_rules report errors as text; the verifier raises."""
+    if error is not None:
+        raise VerifyException(error)
 
 
 OPS = [UnaryOp, BinaryOp, WhereOp, CastOp, ReductionOp]
@@ -355,12 +440,37 @@ def _as_compute(value: SSAValue, x: Value, dtype: str) -> np.ndarray:
 # --- fuser.unary --------------------------------------------------------------------------------
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
-    return np.frompyfunc(math.erf, 1, 1)(x).astype(x.dtype)
+def _per_element(fn: Callable[[float], float]) -> Callable[[np.ndarray], np.ndarray]:
+    """A math-module function over an array (numpy has no erf/erfc/lgamma)."""
+    # asarray: on a 0-d array frompyfunc returns a Python float, which has no astype.
+    return lambda x: np.asarray(np.frompyfunc(fn, 1, 1)(x)).astype(x.dtype)
+
+
+def _lgamma(v: float) -> float:
+    try:
+        return math.lgamma(v)
+    except ValueError:  # a pole (0, -1, -2, ...): +inf, as C's lgamma
+        return math.inf
 
 
 def _round_half_even(x: np.ndarray) -> np.ndarray:
     return np.rint(x)
+
+
+def _relu(x: np.ndarray) -> np.ndarray:
+    # `x < 0`, not `x > 0`: NaN and -0.0 pass through, as torch.relu.
+    return x if x.dtype == np.bool_ else np.where(x < 0, np.zeros_like(x), x)
+
+
+def _sign(x: np.ndarray) -> np.ndarray:
+    # (x > 0) - (x < 0): sign(NaN) is 0, as torch.sign (numpy says NaN).
+    if x.dtype == np.bool_:
+        return x
+    return ((x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)).astype(x.dtype)
+
+
+def _is_float(x: np.ndarray) -> bool:
+    return x.dtype.kind == "f"
 
 
 UNARY: dict[UnaryKind, Callable[[np.ndarray], np.ndarray]] = {
@@ -375,21 +485,40 @@ UNARY: dict[UnaryKind, Callable[[np.ndarray], np.ndarray]] = {
     UnaryKind.SQRT: np.sqrt,
     UnaryKind.RSQRT: lambda x: 1 / np.sqrt(x),
     UnaryKind.RECIPROCAL: lambda x: 1 / x,
-    UnaryKind.RELU: lambda x: np.where(x > 0, x, np.zeros_like(x)) if x.dtype != np.bool_ else x,
+    UnaryKind.RELU: _relu,
     UnaryKind.SIGMOID: lambda x: 1 / (1 + np.exp(-x)),
     UnaryKind.TANH: np.tanh,
     UnaryKind.SIN: np.sin,
     UnaryKind.COS: np.cos,
-    UnaryKind.ERF: _erf,
+    UnaryKind.ERF: _per_element(math.erf),
     UnaryKind.FLOOR: np.floor,
     UnaryKind.CEIL: np.ceil,
     UnaryKind.ROUND: _round_half_even,
     UnaryKind.TRUNC: np.trunc,
-    UnaryKind.SIGN: np.sign,
+    UnaryKind.SIGN: _sign,
     UnaryKind.LOGICAL_NOT: lambda x: x == 0,
     UnaryKind.BITWISE_NOT: lambda x: ~x if x.dtype != np.bool_ else np.logical_not(x),
     UnaryKind.ISNAN: np.isnan,
     UnaryKind.ISINF: np.isinf,
+    UnaryKind.SIGNBIT: lambda x: np.signbit(x) if _is_float(x) else x < 0,
+    UnaryKind.FRAC: lambda x: x - np.trunc(x),
+    UnaryKind.TAN: np.tan,
+    UnaryKind.ASIN: np.arcsin,
+    UnaryKind.ACOS: np.arccos,
+    UnaryKind.ATAN: np.arctan,
+    UnaryKind.SINH: np.sinh,
+    UnaryKind.COSH: np.cosh,
+    UnaryKind.ASINH: np.arcsinh,
+    UnaryKind.ACOSH: np.arccosh,
+    UnaryKind.ATANH: np.arctanh,
+    UnaryKind.LOG10: np.log10,
+    UnaryKind.ERFC: _per_element(math.erfc),
+    UnaryKind.LGAMMA: _per_element(_lgamma),
+    UnaryKind.ISFINITE: np.isfinite,
+    UnaryKind.ISPOSINF: np.isposinf,
+    UnaryKind.ISNEGINF: np.isneginf,
+    UnaryKind.REAL: np.real,
+    UnaryKind.IMAG: np.imag,
 }
 
 
@@ -406,17 +535,81 @@ register(UnaryOp, interpret=_interpret_unary, **_SAME_SHAPE)
 # --- fuser.binary -------------------------------------------------------------------------------
 
 
-def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _check_divisor(kind: str, b: np.ndarray) -> None:
+    # A kernel cannot raise: its lanes dividing by zero give 0 (fuser_idiv/fuser_imod).
     if np.any(b == 0):
-        raise InterpreterError("fuser.binary div: integer division by zero")
-    q = np.abs(a) // np.abs(b)
-    return np.where((a < 0) != (b < 0), -q, q).astype(np.result_type(a, b))
+        raise InterpreterError(f"fuser.binary {kind}: integer division by zero")
+
+
+def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """C division (truncating), with fuser_idiv's MIN / -1 == MIN (wrapping negation)."""
+    _check_divisor("div", b)
+    floor = a // np.where(b == -1, 1, b)
+    inexact = floor * b != a
+    q = np.where(inexact & ((a < 0) != (b < 0)), floor + 1, floor)
+    return np.where(b == -1, np.negative(a), q).astype(np.result_type(a, b))
 
 
 def _int_fmod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if np.any(b == 0):
-        raise InterpreterError("fuser.binary fmod: integer modulo by zero")
-    return a - _int_div(a, b) * b
+    """C remainder (the dividend's sign); x % -1 is 0 (never the trap of MIN % -1)."""
+    _check_divisor("fmod", b)
+    return np.where(b == -1, 0, a - _int_div(a, b) * b).astype(np.result_type(a, b))
+
+
+def _remainder(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """torch.remainder (the divisor's sign). Not np.remainder: that gives remainder(-0.0, 3) = +0.0."""
+    if _is_float(a):
+        mod = np.fmod(a, b)
+    else:
+        _check_divisor("remainder", b)
+        mod = _int_fmod(a, b)
+    return np.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod).astype(mod.dtype)
+
+
+def _true_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if _is_float(a):
+        return np.divide(a, b)
+    return np.divide(a.astype(np.float32), b.astype(np.float32))
+
+
+def _unsigned(a: np.ndarray) -> np.ndarray:
+    """The two's-complement bits of a signed integer array, as unsigned integers."""
+    return a.astype(np.dtype(f"u{a.dtype.itemsize}"))
+
+
+def _gcd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """As torch: Euclid on |a|, |b| in wrapping arithmetic (|MIN| stays MIN; gcd(MIN, MAX) is -1)."""
+    x, y = np.broadcast_arrays(np.abs(a), np.abs(b))  # numpy's abs wraps as well
+    while np.any(x != 0):
+        live = x != 0
+        divisor = np.where(live, x, 1)
+        remainder = np.where(divisor == -1, 0, np.fmod(y, divisor))  # C's %, without MIN % -1
+        x, y = np.where(live, remainder, x), np.where(live, divisor, y)
+    return y.astype(a.dtype)
+
+
+def _shift_counts(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(count in range?, the count where it is, else 0): counts < 0 or >= the bit width are
+    out of range (undefined in C; torch defines their results, see the shift functions)."""
+    in_range = (b >= 0) & (b < 8 * a.dtype.itemsize)
+    return in_range, np.where(in_range, b, 0).astype(_unsigned(a).dtype)
+
+
+def _left_shift(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    in_range, count = _shift_counts(a, b)
+    return np.where(in_range, np.left_shift(_unsigned(a), count).astype(a.dtype), 0).astype(a.dtype)
+
+
+def _right_shift(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Arithmetic (sign-filling); an out-of-range count fills every bit with the sign, as torch."""
+    in_range, count = _shift_counts(a, b)
+    return np.where(in_range, np.right_shift(a, count.astype(a.dtype)), np.where(a < 0, -1, 0)).astype(a.dtype)
+
+
+def _logical_right_shift(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Zero-filling; an out-of-range count shifts every bit out (0)."""
+    in_range, count = _shift_counts(a, b)
+    return np.where(in_range, np.right_shift(_unsigned(a), count).astype(a.dtype), 0).astype(a.dtype)
 
 
 def _is_int(a: np.ndarray) -> bool:
@@ -443,6 +636,14 @@ BINARY: dict[BinaryKind, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     BinaryKind.BITWISE_AND: np.bitwise_and,
     BinaryKind.BITWISE_OR: np.bitwise_or,
     BinaryKind.BITWISE_XOR: np.bitwise_xor,
+    BinaryKind.TRUEDIV: _true_divide,
+    BinaryKind.REMAINDER: _remainder,
+    BinaryKind.ATAN2: np.arctan2,
+    BinaryKind.NEXTAFTER: np.nextafter,
+    BinaryKind.GCD: _gcd,
+    BinaryKind.BITWISE_LEFT_SHIFT: _left_shift,
+    BinaryKind.BITWISE_RIGHT_SHIFT: _right_shift,
+    BinaryKind.LOGICAL_RIGHT_SHIFT: _logical_right_shift,
 }
 
 

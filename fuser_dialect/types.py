@@ -19,6 +19,9 @@ from enum import Enum
 import numpy as np
 from xdsl.dialects.builtin import (
     BFloat16Type,
+    ComplexType,
+    Float8E4M3FNType,
+    Float8E5M2Type,
     Float16Type,
     Float32Type,
     Float64Type,
@@ -42,23 +45,38 @@ element). INT64_MIN as in MLIR's ShapedType::kDynamic (xDSL's DYNAMIC_INDEX)."""
 
 
 class DataType(Enum):
-    """nvFuser's DataType names, mapped to the element types of the IR."""
+    """nvFuser's DataType names, mapped to the element types of the IR. `Null` is nvFuser's
+    "no dtype" placeholder: it names no element type, so anything that needs one refuses it."""
 
     Double = "f64"
     Float = "f32"
     Half = "f16"
     BFloat16 = "bf16"
+    Float8_e4m3fn = "f8E4M3FN"
+    Float8_e5m2 = "f8E5M2"
+    ComplexFloat = "c64"
+    ComplexDouble = "c128"
     Int = "i64"
     Int32 = "i32"
     Bool = "i1"
+    Null = "null"
 
     @property
     def element_type(self) -> Attribute:
-        return ELEMENT_TYPES[self.value]
+        return ELEMENT_TYPES[self.real_dtype()]
 
     @property
     def numpy(self) -> np.dtype:
-        return numpy_dtype(self.value)
+        return numpy_dtype(self.real_dtype())
+
+    def real_dtype(self, what: str = "a tensor, cast, fill or scalar") -> str:
+        """The dtype name; DataType.Null (a placeholder) raises, naming `what` needed a dtype."""
+        if self is DataType.Null:
+            raise ValueError(
+                f"DataType.Null is a placeholder with no element type: {what} needs a real dtype "
+                f"(one of {', '.join(d.name for d in DataType if d is not DataType.Null)})"
+            )
+        return self.value
 
 
 ELEMENT_TYPES: dict[str, Attribute] = {
@@ -66,12 +84,22 @@ ELEMENT_TYPES: dict[str, Attribute] = {
     "f32": Float32Type(),
     "f16": Float16Type(),
     "bf16": BFloat16Type(),
+    "f8E4M3FN": Float8E4M3FNType(),
+    "f8E5M2": Float8E5M2Type(),
+    "c64": ComplexType(Float32Type()),
+    "c128": ComplexType(Float64Type()),
     "i64": i64,
     "i32": i32,
     "i1": i1,
 }
 _NAME_OF_TYPE = {v: k for k, v in ELEMENT_TYPES.items()}
 FLOAT_DTYPES = ("f64", "f32", "f16", "bf16")
+"""Real floating-point dtypes that ops compute on (fp8 is storage only: see FP8_DTYPES)."""
+FP8_DTYPES = ("f8E4M3FN", "f8E5M2")
+"""Storage-only floats: cast and data movement take them; arithmetic needs a cast to f32 first."""
+COMPLEX_DTYPES = ("c64", "c128")
+COMPLEX_PART = {"c64": "f32", "c128": "f64"}
+"""The real dtype of a complex dtype's parts (what real/imag/abs return)."""
 INT_DTYPES = ("i64", "i32")
 
 
@@ -84,12 +112,16 @@ def dtype_name(element_type: Attribute) -> str:
 
 
 def numpy_dtype(name: str) -> np.dtype:
-    if name == "bf16":
+    if name in _ML_DTYPES:
         import ml_dtypes
 
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype({"f64": np.float64, "f32": np.float32, "f16": np.float16,
-                     "i64": np.int64, "i32": np.int32, "i1": np.bool_}[name])
+        return np.dtype(getattr(ml_dtypes, _ML_DTYPES[name]))
+    return np.dtype({"f64": np.float64, "f32": np.float32, "f16": np.float16, "c64": np.complex64,
+                     "c128": np.complex128, "i64": np.int64, "i32": np.int32, "i1": np.bool_}[name])
+
+
+_ML_DTYPES = {"bf16": "bfloat16", "f8E4M3FN": "float8_e4m3fn", "f8E5M2": "float8_e5m2"}
+"""Dtypes numpy lacks, by their ml_dtypes name."""
 
 
 def dtype_of_numpy(dtype: np.dtype) -> str:
@@ -117,7 +149,7 @@ class IntTupleAttr(Data[tuple[int, ...]]):
 
 
 _TYPE_BODY = re.compile(
-    r"\s*((?:(?:\?|b|\d+)x)*)(f64|f32|f16|bf16|i64|i32|i1)\s*"
+    r"\s*((?:(?:\?|b|\d+)x)*)(f64|f32|f16|bf16|f8E4M3FN|f8E5M2|c64|c128|i64|i32|i1)\s*"
     r"(?:,\s*order\s*\[([\d\s,]*)\]\s*)?$"
 )
 

@@ -22,8 +22,9 @@ from fuser_dialect.ops_resize import SliceOp
 from fuser_dialect.types import TensorType, numpy_dtype
 from fuser.lowering.backends.base import KernelBackend
 from fuser.lowering.emit_cuda import EmittedKernel
+from fuser.lowering.host_segments import host_kernel, is_host_plan
 from fuser.lowering.kernel import KernelPlan
-from fuser.lowering.render import render
+from fuser.lowering.render import header_macros, render
 from fuser.lowering.segment import plan_kernels
 
 
@@ -123,10 +124,14 @@ class CompiledFusion:
             if found is not None:
                 return found, False
             start = time.perf_counter()
-            kernels = [render(p, s) for p, s in zip(self.plans, schedules)]
-            source = fusion_source(kernels)
+            device_plans = [p for p in self.plans if not is_host_plan(p)]
+            macros = frozenset().union(*map(header_macros, device_plans))  # one head for the program
+            kernels = [host_kernel(p, s) if is_host_plan(p) else render(p, s, macros)
+                       for p, s in zip(self.plans, schedules)]
+            device_kernels = [k for p, k in zip(self.plans, kernels) if not is_host_plan(p)]
+            source = fusion_source(device_kernels) if device_kernels else ""
             emitted = time.perf_counter()
-            program = self.backend.program(source)
+            program = self.backend.program(source) if source else None  # host segments only: nothing to compile
             done = time.perf_counter()
             self.timings["emission_s"] = emitted - start
             self.timings["compile_s"] = done - emitted

@@ -2,12 +2,13 @@
 
 The source (which starts with the text of runtime/fuser_prelude.cuh) is compiled by g++ with
 -DFUSER_CPU into a shared library; runtime/fuser_cpu_emu.h emulates the CUDA subset the prelude
-documents. Every kernel followed by FUSER_HOST_LAUNCHER(k) exports `k__launch` (cuLaunchKernel-like:
+documents, and the module links against the host runtime built once per installation
+(runtime/prebuilt.py), so g++ compiles only the kernels. Every kernel followed by FUSER_HOST_LAUNCHER(k) exports `k__launch` (cuLaunchKernel-like:
 args[i] points at the i-th argument) and `k__signature` (parameter types, used to check arguments).
 
 `CpuCompiler` turns a source into shared-library bytes, cached by lowering.disk_cache under
-$FUSER_CACHE_DIR/cpu, keyed by the sha256 of the source, the flags, the compiler and the runtime
-headers. `CpuModule(binary)` loads those bytes (the cpu backend loads each source once).
+$FUSER_CACHE_DIR/cpu, keyed by the sha256 of the source, the flags, the compiler, the runtime
+headers and the host runtime's key. `CpuModule(binary)` loads those bytes (the cpu backend loads each source once).
 
 Memcheck (FUSER_MEMCHECK=1): the module is compiled with -DFUSER_MEMCHECK (a flag, so a separate
 cache entry) and every launch passes each pointer argument's byte range; an access outside the
@@ -36,15 +37,19 @@ from fuser.lowering.addresses import numpy_address
 from fuser.lowering.disk_cache import Binary, CachedCompiler, DiskCache, digest
 from fuser.lowering.errors import CompileError, FuserError, LaunchError, MemcheckError
 from fuser.lowering.runtime import EMU_HEADER_PATH, PRELUDE_PATH, RUNTIME_DIR
+from fuser.lowering.runtime import prebuilt
 
-ABI_VERSION = 3  # FUSER_CPU_ABI_VERSION in fuser_cpu_emu.h
-CACHE_FORMAT = "1"  # bump to invalidate every cached module
+ABI_VERSION = 4  # FUSER_CPU_ABI_VERSION in fuser_cpu_abi.h
+CACHE_FORMAT = "2"  # bump to invalidate every cached module
 BASE_FLAGS = (
-    "-O2", "-std=c++20", "-fopenmp", "-shared", "-fPIC", "-DFUSER_CPU",
+    # -O1: 20-30% less g++ time per module than -O2, kernels a few % slower (softmax 4096x1024,
+    # the time is mostly the host runtime's, which stays -O2).
+    "-O1", "-std=c++20", "-shared", "-fPIC", "-DFUSER_CPU",
     "-fvisibility=hidden",  # only the launchers are exported: smaller, faster-loading modules
     "-fno-math-errno",      # CUDA math never sets errno; lets sqrtf etc. inline
     "-fstack-clash-protection",  # large frames probe page by page: an overflow hits the fiber stack's guard
 )
+"""A kernel module's flags (the host runtime has its own, prebuilt.RUNTIME_FLAGS)."""
 MEMCHECK_FLAG = "-DFUSER_MEMCHECK"
 SOURCE_NAME = "kernel.cpp"
 OUT_OF_BOUNDS = 9  # fuser_emu::kOutOfBounds
@@ -75,7 +80,7 @@ def cpu_compiler_available() -> bool:
 
 
 # ------------------------------------------------------------------------------------------------
-# ABI mirrors (fuser_launch_config / fuser_launch_stats in fuser_cpu_emu.h).
+# ABI mirrors (fuser_launch_config / fuser_launch_stats in fuser_cpu_abi.h).
 # ------------------------------------------------------------------------------------------------
 
 class _MemRegion(ctypes.Structure):
@@ -129,7 +134,7 @@ def _fiber_stack_key() -> int:
     Modules are separate shared libraries; sharing one stack region per OS thread among them keeps
     memory bounded however many modules a process loads. Exactly one key per process (hence the
     lock: the modules' SIGSEGV handlers find the stack guards through it). No destructor: the
-    region is an mmap with guard pages that the modules unmap at thread exit (fuser_cpu_emu.h,
+    region is an mmap with guard pages that a host runtime unmaps at thread exit (fuser_cpu_runtime.cpp,
     SharedStacks). -1 (each module makes a key of its own) if the key cannot be made.
     """
     global _stack_key
@@ -233,6 +238,8 @@ class CpuCompiler(CachedCompiler):
         if memcheck is None:
             memcheck = settings.memcheck()
         self.flags = (*BASE_FLAGS, *extra_flags, *((MEMCHECK_FLAG,) if memcheck else ()))
+        self.runtime_flags = (*prebuilt.RUNTIME_FLAGS, *extra_flags)
+        """The host runtime's: a memcheck module uses the same runtime as an unchecked one."""
 
     def _identity(self) -> tuple[str, str]:
         cxx = settings.cxx()
@@ -245,18 +252,19 @@ class CpuCompiler(CachedCompiler):
     def key(self, source: str) -> str:
         _, identity = self._identity()
         return digest(CACHE_FORMAT, identity, "\0".join(self.flags), EMU_HEADER_PATH.read_text(),
-                      PRELUDE_PATH.read_text(), source)
+                      PRELUDE_PATH.read_text(), prebuilt.runtime_key(identity, self.runtime_flags), source)
 
     def build(self, source: str) -> Binary:
         global _compile_count
         cxx, identity = self._identity()
-        pch = precompiled_header(cxx, identity, self.flags)
+        runtime = prebuilt.host_runtime(cxx, identity, self.runtime_flags)
+        pch = prebuilt.precompiled_header(cxx, identity, self.flags)
         with tempfile.TemporaryDirectory(prefix="fuser-cxx-") as tmp:
             src = Path(tmp) / SOURCE_NAME
             out = Path(tmp) / "module.so"
             src.write_text(source)
             include = (["-I", str(pch)] if pch is not None else []) + ["-I", str(RUNTIME_DIR)]
-            cmd = [cxx, *self.flags, *include, "-o", str(out), str(src)]
+            cmd = [cxx, *self.flags, *include, "-o", str(out), str(src), str(runtime)]
             _compile_count += 1
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
@@ -267,50 +275,6 @@ class CpuCompiler(CachedCompiler):
                 raise CompileError(f"g++ failed to compile the kernel source for the CPU (exit {proc.returncode})",
                                    log=log, source=source)
             return Binary(out.read_bytes(), log)
-
-
-_PCH_NAME = EMU_HEADER_PATH.name + ".gch"
-_pch_lock = threading.Lock()
-_pch_dirs: dict[tuple, Path | None] = {}
-
-
-def precompiled_header(cxx: str, identity: str, flags: Sequence[str]) -> Path | None:
-    """A folder holding fuser_cpu_emu.h precompiled (`.gch`) for these flags, searched before
-    the runtime folder so g++ reads the precompiled form (about 0.1 s less per module). Built
-    once per installation into $FUSER_CACHE_DIR/cpu-pch/<key>, the key covering the header text,
-    the compiler identity and the flags (g++ would ignore a stale one, but never use it wrongly:
-    it checks the flags itself and falls back to the header). None when it cannot be built:
-    modules are then compiled from the header, as correct and a little slower."""
-    key = (cxx, identity, tuple(flags))
-    with _pch_lock:
-        if key in _pch_dirs:
-            return _pch_dirs[key]
-        folder = settings.cache_root() / "cpu-pch" / digest(CACHE_FORMAT, identity, "\0".join(flags),
-                                                            EMU_HEADER_PATH.read_text())
-        if not (folder / _PCH_NAME).is_file():
-            folder = _build_precompiled_header(cxx, flags, folder)
-        _pch_dirs[key] = folder
-        return folder
-
-
-def _build_precompiled_header(cxx: str, flags: Sequence[str], folder: Path) -> Path | None:
-    header_flags = [f for f in flags if f != "-shared"]
-    try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="pch-", dir=folder.parent, ignore_cleanup_errors=True) as tmp:
-            header = Path(tmp) / EMU_HEADER_PATH.name
-            header.write_text(EMU_HEADER_PATH.read_text())
-            proc = subprocess.run([cxx, *header_flags, "-x", "c++-header", "-o", str(Path(tmp) / _PCH_NAME),
-                                   str(header)], capture_output=True, text=True)
-            if proc.returncode != 0:
-                return None
-            try:
-                os.rename(tmp, folder)  # atomic: another process may have won; then use theirs
-            except OSError:
-                pass
-        return folder if (folder / _PCH_NAME).is_file() else None
-    except OSError:
-        return None
 
 
 def _load_library(data: bytes) -> ctypes.CDLL:
@@ -342,6 +306,7 @@ class CpuModule:
 
     def __init__(self, binary: bytes, source: str):
         self.source = source
+        prebuilt.load_runtime_of(binary)  # before dlopen: the module's DT_NEEDED names it
         self._lib = _load_library(binary)
         try:
             abi = self._lib.fuser_cpu_abi_version()

@@ -5,20 +5,38 @@ NaN; integer division truncates (C semantics)."""
 from __future__ import annotations
 
 from fuser_dialect.ops_compute import BinaryKind, ReductionKind, UnaryKind
+from fuser_dialect.ops_random import OPS as RANDOM_OPS
+from fuser.lowering.runtime import RUNTIME_DIR
 
 STORAGE_TYPE = {
     "f64": "double", "f32": "float", "f16": "__half", "bf16": "__nv_bfloat16",
+    "f8E4M3FN": "__nv_fp8_e4m3", "f8E5M2": "__nv_fp8_e5m2",
+    "c64": "fuser_complex<float>", "c128": "fuser_complex<double>",
     "i64": "long long", "i32": "int", "i1": "bool",
 }
 COMPUTE_TYPE = {
     "f64": "double", "f32": "float", "f16": "float", "bf16": "float",
+    "f8E4M3FN": "float", "f8E5M2": "float",
+    "c64": "fuser_complex<float>", "c128": "fuser_complex<double>",
     "i64": "long long", "i32": "int", "i1": "bool",
 }
+_FP8_NAME = {"f8E4M3FN": "e4m3", "f8E5M2": "e5m2"}
+"""The suffix of the fp8 helpers of lowering/runtime/fuser_fp8.h."""
+COMPLEX = ("c64", "c128")
 FLOATS = ("f64", "f32", "f16", "bf16")
+HEADER_MACRO = {"f16": "FUSER_NEED_F16", "bf16": "FUSER_NEED_F16", "f8E4M3FN": "FUSER_NEED_FP8",
+                "f8E5M2": "FUSER_NEED_FP8", "c64": "FUSER_NEED_COMPLEX", "c128": "FUSER_NEED_COMPLEX"}
+"""The macro a kernel with values of this dtype defines before the prelude, which then includes
+the CUDA headers its C type needs (dtypes not listed need none)."""
+OP_HEADER_MACRO = {op.name: "FUSER_NEED_PHILOX" for op in RANDOM_OPS}
+"""The macro a kernel containing an op of this name needs: with it, runtime.prelude() pastes in
+the header the op's C calls (fuser_philox.h for the random ops)."""
 
 SUPPORT = r"""
+#if defined(FUSER_NEED_F16)  // 16-bit helpers only where the 16-bit headers are (lowering/render.py)
 __device__ __forceinline__ float fuser_round_bf16(float v) { return __bfloat162float(__float2bfloat16(v)); }
 __device__ __forceinline__ float fuser_round_f16(float v) { return __half2float(__float2half(v)); }
+#endif
 template <typename T> __device__ __forceinline__ T fuser_max(T a, T b) { return (a > b || a != a) ? a : b; }
 template <typename T> __device__ __forceinline__ T fuser_min(T a, T b) { return (a < b || a != a) ? a : b; }
 template <typename T> __device__ __forceinline__ T fuser_sum(T a, T b) { return a + b; }
@@ -30,6 +48,33 @@ template <typename T> __device__ __forceinline__ T fuser_idiv(T a, T b) {
 }
 template <typename T> __device__ __forceinline__ T fuser_imod(T a, T b) {
   return (b == (T)0 || b == (T)-1) ? (T)0 : (T)(a % b);
+}
+// torch.remainder from a C remainder `mod` of a by b: the result takes the divisor's sign.
+template <typename T> __device__ __forceinline__ T fuser_remainder_fix(T mod, T b) {
+  return (mod != (T)0 && ((b < (T)0) != (mod < (T)0))) ? (T)(mod + b) : mod;
+}
+// gcd as torch computes it (Euclid on |a|, |b| in T's wrapping arithmetic, so |MIN| stays MIN and
+// gcd(MIN, MAX) is -1), without C's undefined cases (-MIN, MIN % -1).
+template <typename T> __device__ __forceinline__ T fuser_gcd(T a, T b) {
+  T x = a < (T)0 ? (T)(0ULL - (unsigned long long)a) : a;
+  T y = b < (T)0 ? (T)(0ULL - (unsigned long long)b) : b;
+  while (x != (T)0) { const T r = fuser_imod<T>(y, x); y = x; x = r; }
+  return y;
+}
+// Shifts by counts < 0 or >= the width are undefined in C; these give torch's results instead
+// (a left or logical right shift loses every bit, an arithmetic right shift fills with the sign).
+// U is the unsigned type of T's width: shifting its bits never overflows a signed value.
+template <typename T> __device__ __forceinline__ bool fuser_shift_in_range(T b) {
+  return b >= (T)0 && b < (T)(8 * sizeof(T));
+}
+template <typename T, typename U> __device__ __forceinline__ T fuser_shl(T a, T b) {
+  return fuser_shift_in_range(b) ? (T)((U)a << b) : (T)0;
+}
+template <typename T> __device__ __forceinline__ T fuser_ashr(T a, T b) {
+  return fuser_shift_in_range(b) ? (T)(a >> b) : (a < (T)0 ? (T)-1 : (T)0);
+}
+template <typename T, typename U> __device__ __forceinline__ T fuser_lshr(T a, T b) {
+  return fuser_shift_in_range(b) ? (T)((U)a >> b) : (T)0;
 }
 struct FuserSumOp { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; } };
 struct FuserProdOp { template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a * b; } };
@@ -78,10 +123,14 @@ __device__ __forceinline__ void fuser_block_reduce_online(T& m, T& s, T* smem) {
   __syncthreads();
 }
 """
+SUPPORT += "".join((RUNTIME_DIR / header).read_text() for header in ("fuser_fp8.h", "fuser_complex.h"))
+"""The fp8 and complex helpers follow, each compiled only under its HEADER_MACRO."""
 
 
 def load_expr(raw: str, dtype: str) -> str:
     """Storage value -> compute value."""
+    if dtype in _FP8_NAME:
+        return f"fuser_{_FP8_NAME[dtype]}_to_float({raw})"
     if dtype == "bf16":
         return f"__bfloat162float({raw})"
     if dtype == "f16":
@@ -91,6 +140,8 @@ def load_expr(raw: str, dtype: str) -> str:
 
 def store_expr(value: str, dtype: str) -> str:
     """Compute value -> storage value."""
+    if dtype in _FP8_NAME:
+        return f"fuser_to_{_FP8_NAME[dtype]}({value})"
     if dtype == "bf16":
         return f"__float2bfloat16({value})"
     if dtype == "f16":
@@ -100,6 +151,8 @@ def store_expr(value: str, dtype: str) -> str:
 
 def round_expr(value: str, dtype: str) -> str:
     """Rounds a compute value to what its dtype can hold (f16/bf16 results of ops)."""
+    if dtype in _FP8_NAME:
+        return f"fuser_round_{_FP8_NAME[dtype]}({value})"
     if dtype == "bf16":
         return f"fuser_round_bf16({value})"
     if dtype == "f16":
@@ -124,13 +177,17 @@ def unary_expr(kind: UnaryKind, x: str, dtype: str) -> str:
     t = COMPUTE_TYPE[dtype]
     is_float = dtype in FLOATS
     one = "1.0" if dtype == "f64" else "1.0f"
+    if dtype in COMPLEX or kind in _PART_OF_REAL:
+        return _complex_unary_expr(kind, x, t)
     match kind:
         case UnaryKind.NEG:
             return f"(-{x})" if dtype != "i1" else x
         case UnaryKind.ABS:
             return f"{_fn('fabs', dtype)}({x})" if is_float else f"({x} < 0 ? -{x} : {x})"
+        case UnaryKind.RELU | UnaryKind.SIGN if dtype == "i1":
+            return x
         case UnaryKind.RELU:
-            return f"({x} > 0 ? {x} : ({t})0)"
+            return f"({x} < 0 ? ({t})0 : {x})"  # NaN and -0.0 pass through, as torch.relu
         case UnaryKind.SIGMOID:
             return f"({one} / ({one} + {_fn('exp', dtype)}(-{x})))"
         case UnaryKind.RSQRT:
@@ -140,20 +197,51 @@ def unary_expr(kind: UnaryKind, x: str, dtype: str) -> str:
         case UnaryKind.ROUND:
             return f"{_fn('rint', dtype)}({x})"
         case UnaryKind.SIGN:
-            sign = f"(({t})(({x}) > 0) - ({t})(({x}) < 0))"
-            return f"(({x}) != ({x}) ? ({x}) : {sign})" if is_float else sign  # NaN stays NaN
+            return f"(({t})(({x}) > 0) - ({t})(({x}) < 0))"  # sign(NaN) is 0, as torch.sign
         case UnaryKind.LOGICAL_NOT:
             return f"({x} == 0)"
         case UnaryKind.BITWISE_NOT:
             return f"(!{x})" if dtype == "i1" else f"(~{x})"
-        case UnaryKind.ISNAN:
-            return f"isnan({x})" if is_float else "false"
-        case UnaryKind.ISINF:
-            return f"isinf({x})" if is_float else "false"
+        case UnaryKind.FRAC:
+            return f"({x} - {_fn('trunc', dtype)}({x}))"
         case UnaryKind.FLOOR | UnaryKind.CEIL | UnaryKind.TRUNC if not is_float:
             return x
+        case _ if kind in _PREDICATES:
+            return _predicate_expr(kind, x, dtype)
         case _:
             return f"{_fn(str(kind), dtype)}({x})"
+
+
+_COMPLEX_UNARY = {UnaryKind.NEG: "(-{x})", UnaryKind.ABS: "fuser_cabs({x})", UnaryKind.REAL: "({x}).re",
+                  UnaryKind.IMAG: "({x}).im"}
+"""The unary kinds complex supports (fuser_dialect/dtype_rules.py), spelled on fuser_complex."""
+
+
+_PART_OF_REAL = {UnaryKind.REAL: "{x}", UnaryKind.IMAG: "(({t})0)"}
+"""real/imag of a real value: numpy's meaning (the value itself, zero)."""
+
+
+def _complex_unary_expr(kind: UnaryKind, x: str, t: str) -> str:
+    spelling = _PART_OF_REAL[kind] if not t.startswith("fuser_complex") else _COMPLEX_UNARY[kind]
+    return spelling.format(x=x, t=t)
+
+
+_PREDICATES = {
+    # kind: (spelling on floats, value on integers and bools)
+    UnaryKind.ISNAN: ("isnan({x})", "false"),
+    UnaryKind.ISINF: ("isinf({x})", "false"),
+    UnaryKind.ISFINITE: ("isfinite({x})", "true"),
+    UnaryKind.ISPOSINF: ("(isinf({x}) && {x} > 0)", "false"),
+    UnaryKind.ISNEGINF: ("(isinf({x}) && {x} < 0)", "false"),
+    UnaryKind.SIGNBIT: ("signbit({x})", "({x} < 0)"),
+}
+
+
+def _predicate_expr(kind: UnaryKind, x: str, dtype: str) -> str:
+    on_float, on_int = _PREDICATES[kind]
+    if dtype in FLOATS:
+        return f"(bool){on_float.format(x=x)}"
+    return on_int.format(x=x)
 
 
 _INFIX = {
@@ -163,12 +251,28 @@ _INFIX = {
     BinaryKind.BITWISE_AND: "&", BinaryKind.BITWISE_OR: "|", BinaryKind.BITWISE_XOR: "^",
 }
 
+_UNSIGNED = {"i64": "unsigned long long", "i32": "unsigned int"}
+_INT_HELPERS = {
+    BinaryKind.GCD: "fuser_gcd<{t}>({a}, {b})",
+    BinaryKind.BITWISE_LEFT_SHIFT: "fuser_shl<{t}, {u}>({a}, {b})",
+    BinaryKind.BITWISE_RIGHT_SHIFT: "fuser_ashr<{t}>({a}, {b})",
+    BinaryKind.LOGICAL_RIGHT_SHIFT: "fuser_lshr<{t}, {u}>({a}, {b})",
+}
+"""Integer-only ops (i32/i64 operands, checked by the verifier), spelled with SUPPORT's helpers."""
+
 
 def binary_expr(kind: BinaryKind, a: str, b: str, dtype: str) -> str:
     """`dtype` is the operands' (compute) dtype."""
     is_float = dtype in FLOATS
+    t = COMPUTE_TYPE[dtype]
+    if dtype in COMPLEX:  # every binary kind complex supports is an operator of fuser_complex.h
+        return f"({a} {_INFIX[kind]} {b})"
     if kind == BinaryKind.DIV and not is_float:
-        return f"fuser_idiv<{COMPUTE_TYPE[dtype]}>({a}, {b})"
+        return f"fuser_idiv<{t}>({a}, {b})"
+    if kind == BinaryKind.TRUEDIV:
+        return f"({a} / {b})" if is_float else f"((float)({a}) / (float)({b}))"
+    if kind in _INT_HELPERS:
+        return _INT_HELPERS[kind].format(t=t, u=_UNSIGNED[dtype], a=a, b=b)
     if kind in _INFIX:
         return f"({a} {_INFIX[kind]} {b})"
     match kind:
@@ -177,7 +281,12 @@ def binary_expr(kind: BinaryKind, a: str, b: str, dtype: str) -> str:
                 return f"{_fn('pow', dtype)}({a}, {b})"
             return f"(({COMPUTE_TYPE[dtype]})pow((double)({a}), (double)({b})))"
         case BinaryKind.FMOD:
-            return f"{_fn('fmod', dtype)}({a}, {b})" if is_float else f"fuser_imod<{COMPUTE_TYPE[dtype]}>({a}, {b})"
+            return f"{_fn('fmod', dtype)}({a}, {b})" if is_float else f"fuser_imod<{t}>({a}, {b})"
+        case BinaryKind.REMAINDER:
+            mod = f"{_fn('fmod', dtype)}({a}, {b})" if is_float else f"fuser_imod<{t}>({a}, {b})"
+            return f"fuser_remainder_fix<{t}>({mod}, {b})"
+        case BinaryKind.ATAN2 | BinaryKind.NEXTAFTER:
+            return f"{_fn(str(kind), dtype)}({a}, {b})"
         case BinaryKind.MAXIMUM:
             return f"fuser_max({a}, {b})"
         case BinaryKind.MINIMUM:

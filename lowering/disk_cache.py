@@ -65,15 +65,17 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 
 class DiskCache:
-    """Verified binaries under `<FUSER_CACHE_DIR>/<folder>`, named `<key><suffix>`."""
+    """Verified binaries under `<root>/<folder>`, named `<key><suffix>`; `root` defaults to
+    FUSER_CACHE_DIR (an install root, see install_roots, for what is built once per installation)."""
 
-    def __init__(self, folder: str, suffix: str):
+    def __init__(self, folder: str, suffix: str, root: Path | None = None):
         self.folder = folder
         self.suffix = suffix
+        self.root = root
 
     def path(self, key: str) -> Path:
         """Where the entry of `key` lives (FUSER_CACHE_DIR is read on every use)."""
-        return settings.cache_root() / self.folder / f"{key}{self.suffix}"
+        return (self.root or settings.cache_root()) / self.folder / f"{key}{self.suffix}"
 
     def load(self, key: str) -> Binary | None:
         """The entry of `key` if it is whole and is this key's; None otherwise."""
@@ -129,6 +131,19 @@ class CachedCompiler(ABC):
         binary = self.build(source)
         self.cache.store(key, binary, source)
         return binary
+
+
+def install_roots() -> list[Path]:
+    """Where what is built once per installation (NVRTC's headers, the precompiled emulation
+    header) is kept, in order of preference: the per-user cache `~/.cache/fuser`, shared by every
+    FUSER_CACHE_DIR (a fresh kernel cache must not pay seconds to rebuild them), then
+    FUSER_CACHE_DIR itself, for a home that cannot be written. Entries are keyed by everything
+    they depend on and appear whole (built aside, then renamed)."""
+    try:
+        user = [Path.home() / ".cache" / "fuser"]
+    except RuntimeError:  # no home directory to be found
+        user = []
+    return list(dict.fromkeys([*user, settings.cache_root()]))
 
 
 def digest(*parts: str) -> str:

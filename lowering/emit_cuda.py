@@ -33,7 +33,12 @@ from fuser_dialect import ops_compute as C
 from fuser_dialect import ops_factory as F
 from fuser_dialect import ops_gather as G
 from fuser_dialect import ops_layout as L
+from fuser_dialect import ops_random as RN
 from fuser_dialect import ops_resize as R
+from fuser_dialect import ops_scan as SC
+from fuser_dialect import ops_select as SE
+from fuser_dialect import ops_set as ST
+from fuser_dialect.extents import constant_value
 from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType, dtype_name
 from fuser.lowering import cuda_exprs as X
 from fuser.lowering.index import ZERO, Ix, computed, depends_only_on, loop_var, shifted, structural_key, texts
@@ -560,6 +565,29 @@ class KernelEmitter:
         index_idx = [idx[op.axis]] if op.index.type.rank == 1 else []
         return (yield from self._lookup(op, idx, index_idx))
 
+    # select and scans
+    def select_position(self, op: SE.SelectOp) -> str:
+        """The selected position in [0, extent): the index was range-checked before launch
+        (ops_select: the verifier or the run-time extent plan); negative counts from the end."""
+        constant, extent = constant_value(op.index), op.input.type.static_extent(op.axis)
+        if constant is not None and constant >= 0:
+            return f"{constant}LL"
+        if constant is not None and extent is not None:
+            return f"{constant + extent}LL"
+        index = self.scalar(op.index, "long long")
+        return f"({index} < 0 ? {index} + {self.extent(op.input, op.axis)} : {index})"
+
+    def op_SelectOp(self, op: SE.SelectOp, idx):
+        src = list(idx)
+        src.insert(op.axis, _selected(op, self.select_position(op)))
+        return (yield op.input, src)
+
+    def op_ScanOp(self, op: SC.ScanOp, idx):
+        # The scan unit (lowering/schedulers/scan.py) computes the value in a register per line.
+        if op.result not in self.red_regs:
+            raise NotImplementedError(f"{op.name} read outside its scan kernel (segmentation bug)")
+        return self.red_regs[op.result]
+
     # factories
     def op_IotaOp(self, op: F.IotaOp, idx):
         t = X.COMPUTE_TYPE[op.result.type.dtype]
@@ -569,6 +597,21 @@ class KernelEmitter:
     def op_FullOp(self, op: F.FullOp, idx):
         dtype = op.result.type.dtype
         return self.tmp(X.COMPUTE_TYPE[dtype], X.round_expr(self.scalar(op.value, X.COMPUTE_TYPE[dtype]), dtype))
+
+    def op_RandomOp(self, op: RN.RandomOp, idx):
+        """Element `idx` from its row-major linear index over the op's logical shape (never the
+        schedule's), so every kernel computing it gets the reference's value. The seed and
+        offset arrive through a pointer filled per call (kind "rng": launch.RngState)."""
+        out = op.results[0]
+        dtype = out.type.dtype
+        ctype = "double" if dtype == "f64" else "float"
+        linear = "0LL"
+        for d in range(out.type.rank):
+            linear = f"({linear} * {self.extent(out, d)} + ({idx[d].text}))"
+        state = self.param(("rng", op), "const unsigned long long* __restrict__", "rng", "rng", op=op)
+        low, high = (self.scalar(v, ctype) for v in op.parameters)
+        call = f"fuser_{op.DISTRIBUTION}_{'f64' if dtype == 'f64' else 'f32'}({state}, {linear}, {low}, {high})"
+        return self.tmp(X.COMPUTE_TYPE[dtype], X.round_expr(call, dtype))
 
     # -- stores -------------------------------------------------------------------------
     def store(self, v: SSAValue, idx: Sequence[Ix]) -> None:
@@ -673,8 +716,24 @@ def _index_select(op: G.IndexSelectOp, idx):
     return _lookup(op, idx, [idx[op.axis]] if op.index.type.rank == 1 else [])
 
 
+def _selected(op: SE.SelectOp, text: str | None = None) -> Ix:
+    """The selected position: the same launch-time constant for every element."""
+    return Ix(frozenset(), None, False, ("select", op), text)
+
+
+def _select(op: SE.SelectOp, idx):
+    src = list(idx)
+    src.insert(op.axis, _selected(op))
+    return [Read(op.input, tuple(src))]
+
+
 def _nothing(op, idx):
     return []
+
+
+def _emit_copy(emitter: KernelEmitter, op: ST.SetOp | ST.SegmentSetOp, idx):
+    """set / segment_set: the input's value at the same index."""
+    return (yield op.input, idx)
 
 
 ACCESS_RULES: dict[type[Operation], Callable[[Operation, tuple[Ix, ...]], list[Read]]] = {
@@ -695,8 +754,14 @@ ACCESS_RULES: dict[type[Operation], Callable[[Operation, tuple[Ix, ...]], list[R
     G.GatherOp: lambda op, idx: _lookup(op, idx, idx),
     G.TakeAlongAxisOp: lambda op, idx: _lookup(op, idx, idx),
     G.IndexSelectOp: _index_select,
+    SE.SelectOp: _select,
+    SC.ScanOp: _nothing,  # inside its kernel a scan result is a register
     F.IotaOp: _nothing,
     F.FullOp: _nothing,
+    RN.UniformOp: _nothing,
+    RN.NormalOp: _nothing,
+    ST.SetOp: _same,
+    ST.SegmentSetOp: _same,
 }
 """Per op class: at which index each tensor operand is read for one element of the result
 (mirrors the op's emitter below; lowering/analysis.py walks kernels with it)."""
@@ -720,7 +785,13 @@ EMITTERS: dict[type[Operation], object] = {
     G.GatherOp: KernelEmitter.op_GatherOp,
     G.TakeAlongAxisOp: KernelEmitter.op_TakeAlongAxisOp,
     G.IndexSelectOp: KernelEmitter.op_IndexSelectOp,
+    SE.SelectOp: KernelEmitter.op_SelectOp,
+    SC.ScanOp: KernelEmitter.op_ScanOp,
     F.IotaOp: KernelEmitter.op_IotaOp,
     F.FullOp: KernelEmitter.op_FullOp,
+    RN.UniformOp: KernelEmitter.op_RandomOp,
+    RN.NormalOp: KernelEmitter.op_RandomOp,
+    ST.SetOp: _emit_copy,
+    ST.SegmentSetOp: _emit_copy,
 }
 """Per op class: how its value at an index is emitted (`KernelEmitter.emit_op` dispatches here)."""

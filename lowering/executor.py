@@ -22,7 +22,6 @@ from xdsl.dialects.builtin import ModuleOp
 from fuser_dialect.extents import ExtentPlan, runtime_arguments
 from fuser_dialect.fusion import the_fusion
 from fuser_dialect.inputs import check_inputs
-from fuser_dialect.types import TensorType
 from fuser.lowering import settings
 from fuser.lowering.backends import Backend
 from fuser.lowering.cache import CacheInfo, FusionCache
@@ -30,7 +29,7 @@ from fuser.lowering.cache_key import make_key
 from fuser.lowering.compiled import build_compiled_fusion
 from fuser.lowering.gather_checks import IndexChecks
 from fuser.lowering.launch import KernelRecord, Launcher
-from fuser.lowering.launch_plan import MAX_PLANS, LaunchPlan, call_signature
+from fuser.lowering.launch_plan import MAX_PLANS, LaunchPlan, argument_kinds, call_signature
 from fuser.passes.concretize import resize_extents_enabled
 
 
@@ -41,7 +40,7 @@ class FusionExecutor:
         self.plan = ExtentPlan(self.fusion)
         self.index_checks = IndexChecks(self.fusion)
         self.has_index_ops = bool(self.index_checks)
-        self.tensor_args = tuple(isinstance(t, TensorType) for t in self.fusion.function_type.inputs.data)
+        self.tensor_args = argument_kinds(self.fusion)  # None: a random seed/offset, read per call
         self.cache = FusionCache(on_evict=self._forget_plans_of)
         self._compiles = 0
         self._reuses = 0

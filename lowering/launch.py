@@ -17,16 +17,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from xdsl.dialects import func
 from xdsl.ir import SSAValue
 
+from fuser_dialect import philox
 from fuser_dialect.inputs import arg_label
+from fuser_dialect.ops_random import unseeded_random_ops
 from fuser_dialect.types import TensorType
 from fuser.lowering.compiled import CompiledFusion, CompiledKernels
 from fuser.lowering.emit_cuda import Param
 from fuser.lowering.errors import MemcheckError
+from fuser.lowering.host_segments import HostKernel
 
 _SCALAR_CTYPES = {"double": np.float64, "float": np.float32, "long long": np.int64, "int": np.int32, "bool": np.bool_}
 
@@ -43,6 +47,34 @@ class PerLaunch:
     """Argument source: a fresh zero-filled buffer of `words` 8-byte words for each launch."""
 
     words: int
+
+
+@dataclass(frozen=True)
+class RngState:
+    """Argument source: a pointer to a random op's (seed, offset), two 8-byte words in a buffer
+    made for every call, so that neither the compiled kernel nor a launch plan holds them (a new
+    seed is neither a recompile nor a new plan). `seed` and `offset` are each ("input", k):
+    fusion input k, read per call, or ("fixed", value): a value the call signature covers. An op
+    given neither has `draw`: its position among the fusion's unseeded random ops, whose (seed,
+    offset) pairs every call draws from the process generator (fuser_dialect/philox.py)."""
+
+    seed: tuple[str, int] | None
+    offset: tuple[str, int] | None
+    draw: int | None = None
+
+    def words(self, inputs: Sequence[object], draws: Sequence[tuple[int, int]]) -> np.ndarray:
+        if self.draw is not None:
+            pair = draws[self.draw]
+        else:
+            pair = tuple(int(inputs[v]) if how == "input" else v for how, v in (self.seed, self.offset))
+        return np.array([philox.as_u64(x) for x in pair], np.uint64)
+
+
+def _rng_state(launcher: "Launcher", p: Param):
+    op = p.op
+    if not op.seeded:
+        return RngState(None, None, launcher.unseeded.index(op))
+    return RngState(launcher.rng_part(op.rng_seed), launcher.rng_part(op.rng_offset))
 
 
 def _workspace(launcher: "Launcher", p: Param):
@@ -65,6 +97,7 @@ ARGUMENT_SOURCES = {
     "scalar": _scalar,
     "slice_start": lambda launcher, p: np.int64(launcher.slice_facts[p.op].bounds[2 * p.dim]),
     "workspace": _workspace,
+    "rng": _rng_state,
 }
 """Param.kind -> (launcher, param) -> the argument's source (see the module doc)."""
 
@@ -84,7 +117,8 @@ class KernelLaunch:
 
 @dataclass(frozen=True)
 class KernelRecord:
-    """One launched kernel (fd.last_kernels())."""
+    """One launched kernel (fd.last_kernels()). A host segment (scheduler "host") has grid and block
+    None and no source; its byte counts are its operands read once and its result written once."""
 
     name: str
     scheduler: str
@@ -112,6 +146,23 @@ class Launcher:
         self.slice_facts = {f.op: f for f in extents.resizes if f.name == "fuser.slice"} if facts.has_slices else {}
         self.output_layout = facts.output_layout
         self.returned = facts.returned
+        self.checked = checked
+
+    @cached_property
+    def unseeded(self) -> list:
+        """The fusion's random ops without a seed, in the order each call draws for them."""
+        return unseeded_random_ops(self.fusion.body.block.ops)
+
+    @cached_property
+    def draws(self) -> list[tuple[int, int]]:
+        """This call's (seed, offset) per unseeded random op: drawn once, shared by its kernels."""
+        return philox.draw_states(len(self.unseeded))
+
+    def rng_part(self, v: SSAValue) -> tuple[str, int]:
+        """A random op's seed or offset as RngState holds it: a fusion input read per call, or a
+        value computed from the call's signature."""
+        args = self.compiled.launch_facts.args
+        return ("input", args.index(v)) if v in args else ("fixed", int(self.rt.scalars[v]))
 
     def allocate(self, v: SSAValue):
         shape = self.rt.shape(v)
@@ -132,6 +183,8 @@ class Launcher:
             return self.mem.pointer(self.buffers[source.value])
         if isinstance(source, PerLaunch):
             return self.mem.pointer(self.mem.workspace(source.words))
+        if isinstance(source, RngState):
+            return self.mem.pointer(self.mem.adopt(source.words(self.checked, self.draws)))
         return source
 
     def run(self, backend) -> tuple[list[object], list[KernelRecord], list[KernelLaunch | None]]:
@@ -141,6 +194,10 @@ class Launcher:
         for plan, kernel, module in zip(self.compiled.plans, self.kernels.kernels, self.kernels.modules):
             for v in plan.outputs:
                 self.allocate(v)
+            if isinstance(kernel, HostKernel):
+                records.append(self.run_host(plan, kernel, backend))
+                launches.append(kernel)  # a launch plan replays its call
+                continue
             grid = plan.unit.grid(plan, kernel.schedule, self.rt)  # None: nothing to compute
             block = kernel.schedule.block
             loaded = stored = None
@@ -163,6 +220,12 @@ class Launcher:
             records.append(KernelRecord(kernel.name, plan.scheduler, grid or (0, 0, 0), (block, 1, 1),
                                         kernel.source, loaded, stored, kernel.needs_sync))
         return [self.result(v) for v in self.returned], records, launches
+
+    def run_host(self, plan, kernel: HostKernel, backend) -> KernelRecord:
+        """Runs a host segment (lowering/host_segments.py): a library call, no grid, no CUDA C."""
+        counts = kernel.call([self.buffers[v] for v in kernel.call.operand_values], self.buffers[plan.outputs[0]])
+        loaded, stored = counts if backend.counts_bytes else (None, None)
+        return KernelRecord(kernel.name, plan.scheduler, None, None, "", loaded, stored, False)
 
     def result(self, v: SSAValue):
         if isinstance(v.type, TensorType):

@@ -3,7 +3,8 @@
 An executor keeps one `LaunchPlan` per *call signature*: per input, for a tensor its type, shape,
 strides, dtype (torch: and device) and the alignment class of its data pointer (address mod 16:
 it decides vector widths), for a scalar its type and value (scalars are baked into kernels and
-arguments); plus the backend, the `_disable_options`, and the settings snapshot
+arguments) — except a scalar only random ops read as seed or offset: its type only, its value
+is read per call (`argument_kinds`, launch.RngState); plus the backend, the `_disable_options`, and the settings snapshot
 (`settings.launch_settings()`: memcheck build, threads, FUSER_DISABLE). Everything the full path
 derives from a call is a function of that signature: the input checks' verdict, the extents, the
 cache key, the schedules, the grids, the non-pointer kernel arguments, the output shapes and
@@ -34,10 +35,16 @@ import numpy as np
 
 from fuser.lowering.addresses import numpy_address
 from fuser.lowering.errors import MemcheckError
-from fuser.lowering.launch import Buffer, KernelLaunch, KernelRecord, PerLaunch, named
+from fuser.lowering.host_segments import HostKernel
+from fuser_dialect import philox
+from fuser_dialect.ops_random import RandomOp, unseeded_random_ops
+from fuser_dialect.types import TensorType
+from fuser.lowering.launch import Buffer, KernelLaunch, KernelRecord, PerLaunch, RngState, named
 
 MAX_PLANS = 256
 """Signatures an executor keeps plans for (the oldest plan goes first)."""
+_POINTERS = (Buffer, PerLaunch, RngState)
+"""Argument sources a bound launch takes as pointers, filled per call."""
 
 _SCALAR_TYPES = frozenset({int, float, bool, np.int64, np.int32, np.float64, np.float32, np.bool_, np.int16,
                            np.int8, np.uint8, np.uint16, np.uint32, np.uint64, np.float16})
@@ -78,9 +85,25 @@ def call_signature(inputs: Sequence[object], tensor_args: tuple[bool, ...]) -> t
         else:
             if kind not in _SCALAR_TYPES or x != x:  # a NaN never equals itself: no plan
                 return None
-            parts.append((kind, x))
+            parts.append((kind, x) if is_tensor is False else kind)  # None: a run-time scalar
             addresses.append(0)
     return tuple(parts), addresses
+
+
+def argument_kinds(fusion) -> tuple[bool | None, ...]:
+    """Per fusion input, what `call_signature` takes of it: True a tensor; False a scalar, with
+    its value; None a scalar read only as a random op's seed or offset, whose value is read per
+    call (launch.RngState), so a new seed is neither a recompile nor a new plan."""
+    return tuple(
+        True if isinstance(a.type, TensorType)
+        else None if a.uses and all(_is_rng_state_use(u) for u in a.uses)
+        else False
+        for a in fusion.body.block.args)
+
+
+def _is_rng_state_use(use) -> bool:
+    op = use.operation
+    return isinstance(op, RandomOp) and op.seeded and use.index >= len(op.operands) - 2  # seed, offset: last
 
 
 @dataclass(frozen=True)
@@ -93,6 +116,8 @@ class _Step:
     pointers: tuple  # per pointer argument: a buffer slot, or a PerLaunch
     per_launch: bool
     launched: KernelLaunch | None
+    host: tuple | None = None
+    """A host segment instead of a launch: (its HostCall, operand slots, output slot)."""
 
 
 class LaunchPlan:
@@ -112,6 +137,8 @@ class LaunchPlan:
         self.address = adopt_memory.address
         self.output = adopt_memory.output
         self.workspace = adopt_memory.workspace_address
+        self.adopt = adopt_memory.adopt
+        self.n_draws = len(unseeded_random_ops(facts.fusion.body.block.ops))
         slots: dict = {a: i for i, a in enumerate(facts.args) if a in facts.tensor_args}
         self.n_inputs = len(facts.args)
         # Inputs used in place take the address read by call_signature; the others are adopted
@@ -128,14 +155,18 @@ class LaunchPlan:
             if launched is None:
                 steps.append(_Step(tuple(allocations), None, (), False, None))
                 continue
+            if isinstance(launched, HostKernel):
+                host = (launched.call, tuple(slots[v] for v in launched.call.operand_values), slots[plan.outputs[0]])
+                steps.append(_Step(tuple(allocations), None, (), False, None, host))
+                continue
             pointer_sources = tuple(slots[s.value] if isinstance(s, Buffer) else s
-                                    for s in launched.sources if isinstance(s, (Buffer, PerLaunch)))
+                                    for s in launched.sources if isinstance(s, _POINTERS))
             bound = launched.program.bind(
                 launched.kernel.name, launched.grid, launched.block,
-                [_slot_for(s, rt, facts, memory) if isinstance(s, (Buffer, PerLaunch)) else s for s in launched.sources],
+                [_slot_for(s, rt, facts, memory) if isinstance(s, _POINTERS) else s for s in launched.sources],
                 needs_sync=launched.kernel.needs_sync, shared_bytes=launched.kernel.shared_bytes)
             steps.append(_Step(tuple(allocations), bound, pointer_sources,
-                               any(isinstance(s, PerLaunch) for s in pointer_sources), launched))
+                               any(isinstance(s, (PerLaunch, RngState)) for s in pointer_sources), launched))
         self.steps = tuple(steps)
         self.n_slots = next_slot
         self._no_objects = (None,) * (next_slot - self.n_inputs)
@@ -155,10 +186,15 @@ class LaunchPlan:
             buf = objects[i] = adopt(inputs[i])
             addr[i] = address(buf)
         counts = []
+        draws = None  # this call's (seed, offset) per unseeded random op, drawn at first need
         for step in self.steps:
             for slot, allocate in step.allocations:
                 buf = objects[slot] = allocate()
                 addr[slot] = address(buf)
+            if step.host is not None:
+                call, operands, out = step.host
+                counts.append(call([objects[s] for s in operands], objects[out]))
+                continue
             if step.launch is None:
                 counts.append(None)
                 continue
@@ -170,6 +206,12 @@ class LaunchPlan:
                         buf, a = self.workspace(s.words)
                         keep.append(buf)
                         pointers.append(a)
+                    elif isinstance(s, RngState):
+                        if draws is None:
+                            draws = philox.draw_states(self.n_draws)
+                        buf = self.adopt(s.words(inputs, draws))
+                        keep.append(buf)
+                        pointers.append(address(buf))
                     else:
                         pointers.append(addr[s])
             else:
@@ -206,6 +248,8 @@ def _slot_for(source, rt, facts, memory):
 
     if isinstance(source, PerLaunch):
         return PointerSlot(8 * source.words)
+    if isinstance(source, RngState):
+        return PointerSlot(16)  # (seed, offset)
     v = source.value
     dtype = facts.dtypes.get(v) or np.dtype(_arg_dtype(v))
     return PointerSlot(int(np.prod(rt.shape(v), dtype=np.int64)) * dtype.itemsize)
@@ -217,4 +261,4 @@ def _arg_dtype(v):
     return numpy_dtype(v.type.dtype)
 
 
-__all__ = ["MAX_PLANS", "LaunchPlan", "call_signature"]
+__all__ = ["MAX_PLANS", "LaunchPlan", "argument_kinds", "call_signature"]

@@ -2,24 +2,63 @@
 
 The scheduler unit that owns the plan (lowering/schedulers/) emits the body under its
 schedule; this module only puts it between the prelude and the host launcher. Kernel shapes
-are described in each unit's module."""
+are described in each unit's module.
+
+A source starts with one `#define` per header family its dtypes or ops need
+(cuda_exprs.HEADER_MACRO, OP_HEADER_MACRO), so NVRTC parses cuda_fp16.h / cuda_bf16.h only for
+kernels with 16-bit floats, and only kernels with random ops carry the Philox header: decided
+here from the plan's values and ops, never by searching the C text."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from xdsl.ir import SSAValue
+
+from fuser_dialect.types import TensorType, dtype_name
 from fuser.lowering import cuda_exprs as X
 from fuser.lowering.emit_cuda import EmittedKernel
 from fuser.lowering.runtime import prelude
 from fuser.lowering.kernel import KernelPlan
 
 
-def render(plan: KernelPlan, schedule) -> EmittedKernel:
-    """The CUDA C source of `plan` under `schedule`, and its parameters in order."""
+def header_macros(plan: KernelPlan) -> frozenset[str]:
+    """The macros the dtypes of `plan`'s values (inputs, outputs, every operand and result) and
+    its ops (a random op needs the Philox header) need."""
+    values = [*plan.inputs, *plan.outputs]
+    for op in plan.ops:
+        values += op.operands
+        values += op.results
+    dtype_macros = {X.HEADER_MACRO.get(dtype) for dtype in {_dtype(v) for v in values}}
+    op_macros = {X.OP_HEADER_MACRO.get(op.name) for op in plan.ops}
+    return frozenset(macro for macro in dtype_macros | op_macros if macro)
+
+
+def _dtype(value: SSAValue) -> str | None:
+    """The fuser dtype of a tensor or scalar value; None for other types (an index, say)."""
+    if isinstance(value.type, TensorType):
+        return value.type.dtype
+    try:
+        return dtype_name(value.type)
+    except ValueError:
+        return None
+
+
+def source_head(macros: Iterable[str]) -> str:
+    """What every kernel source of a program starts with: its macros, the prelude, the support
+    functions. Kernels rendered with the same macros share it (one program per fusion)."""
+    macros = frozenset(macros)
+    return "\n".join([*(f"#define {m}" for m in sorted(macros)), prelude(macros), X.SUPPORT])
+
+
+def render(plan: KernelPlan, schedule, macros: Iterable[str] | None = None) -> EmittedKernel:
+    """The CUDA C source of `plan` under `schedule`, and its parameters in order. `macros`: the
+    header macros of the whole program the kernel goes into (default: the plan's own)."""
     body = plan.unit.emit(plan, schedule)
     name = plan.name
     signature = ",\n    ".join(f"{p.ctype} {p.name}" for p in body.params)
     source = "\n".join([
-        prelude(),
-        X.SUPPORT,
+        source_head(header_macros(plan) if macros is None else macros),
         f"// scheduler: {plan.scheduler}, {schedule.describe()}",
         f'extern "C" __global__ void __launch_bounds__({schedule.block}) {name}(\n    {signature}) {{',
         *body.shared,

@@ -7,6 +7,9 @@ none does; the reason is kept (printed by the `segment` pass, tested with FileCh
 Whether a group of ops can be one kernel is the scheduler units' question
 (lowering/schedulers/: pointwise, reduction, inner_persistent, tried in order); this module
 only decides which groups to ask about and what each kernel reads and writes.
+
+A fusion with matmul/linear ops is cut into stages at them (lowering/host_segments.py): each
+runs as a host segment of its own, and each stage's other ops are segmented as above.
 """
 
 from __future__ import annotations
@@ -17,9 +20,12 @@ from xdsl.dialects import func
 from xdsl.ir import Operation, SSAValue
 
 from fuser_dialect import ops_compute as C
+from fuser_dialect.ops_set import SegmentSetOp
 from fuser_dialect.types import TensorType
 from fuser_dialect.union_find import UnionFind
+from fuser.lowering.host_segments import host_plan, is_host_op, staged_segments
 from fuser.lowering.kernel import KernelPlan
+from fuser.lowering.segment_sets import segment_set_segments
 from fuser.lowering.schedulers import Candidate, Verdict, classify
 from fuser.lowering.symbolic import SymbolicExtents
 
@@ -59,11 +65,17 @@ class Segmenter:
     def plan(self) -> list[KernelPlan]:
         if not self.ops:
             return []
-        whole = self.classify(self.ops, self.outputs(self.ops, pessimistic=True))
+        if any(is_host_op(op) for op in self.ops):
+            return self._finish(staged_segments(self))
+        return self._finish(segment_set_segments(self))  # one stage unless a segment_set ends a kernel
+
+    def kernel_segments(self, ops: list[Operation]) -> list[tuple[list[Operation], Verdict, str]]:
+        """Kernels for `ops` (all of the fusion's, or one stage's between host segments)."""
+        whole = self.classify(ops, self.outputs(ops, pessimistic=True))
         if whole.ok:
-            return self._finish([(self.ops, whole, "")])
+            return [(ops, whole, "")]
         segments: list[tuple[list[Operation], Verdict, str]] = []
-        for k, component in enumerate(self._components()):
+        for k, component in enumerate(self._components(ops)):
             # Why this group is not in the previous kernel: the whole fusion was refused.
             reason = f"split before {component[0].name}: {whole.reason}" if k else ""
             verdict = self.classify(component, self.outputs(component, pessimistic=True))
@@ -71,19 +83,19 @@ class Segmenter:
                 segments.append((component, verdict, reason))
             else:
                 segments += self._greedy(component, reason)
-        return self._finish(segments)
+        return segments
 
-    def _components(self) -> list[list[Operation]]:
+    def _components(self, ops: list[Operation]) -> list[list[Operation]]:
         """Groups of ops tied by dataflow or by reading the same fusion input, in program order.
         Unrelated ops (an output computed from other inputs) then never split a group that one
         kernel could run, e.g. two row reductions of x around a `y + 1`."""
         tied: UnionFind[object] = UnionFind()
-        for op in self.ops:
+        for op in ops:
             for v in op.operands:
                 if isinstance(v.type, TensorType):
                     tied.union(v.owner if isinstance(v.owner, Operation) else v, op)
         groups: dict[object, list[Operation]] = {}
-        for op in self.ops:
+        for op in ops:
             groups.setdefault(tied.find(op), []).append(op)
         return list(groups.values())
 
@@ -129,7 +141,7 @@ class Segmenter:
             o = stack.pop()
             if o in cone:
                 continue
-            if isinstance(o, C.ReductionOp) or len(cone) >= _MAX_RECOMPUTE:
+            if isinstance(o, (C.ReductionOp, SegmentSetOp)) or is_host_op(o) or len(cone) >= _MAX_RECOMPUTE:
                 return None
             cone[o] = None
             stack += [v.owner for v in o.operands if isinstance(v.owner, Operation) and is_tensor_op(v.owner)]
@@ -140,6 +152,8 @@ class Segmenter:
         reading them from memory another kernel wrote."""
         position = {op: k for k, op in enumerate(self.ops)}
         for i, seg in enumerate(segs):
+            if is_host_op(seg[0]):
+                continue  # a host segment is one library call: nothing fuses into it
             members = set(seg)
             extra: list[Operation] = []
             for op in seg:
@@ -183,6 +197,9 @@ class Segmenter:
                 # Nothing of it is needed from memory: its consumers recompute the cheap ops it
                 # holds (_recompute_cheap_inputs), or it is dead. A kernel writing nothing is
                 # never planned (it would launch with an empty grid).
+                continue
+            if is_host_op(seg[0]):
+                plans.append(host_plan(len(plans), seg, outputs, reason))
                 continue
             verdict = self.classify(seg, outputs)
             assert verdict.ok, verdict.reason

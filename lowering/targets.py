@@ -15,6 +15,7 @@ from xdsl.utils.target import Target
 
 from fuser_dialect.fusion import fusion_funcs
 from fuser_dialect.types import BROADCAST, DYNAMIC
+from fuser.lowering.host_segments import is_host_plan
 from fuser.lowering.render import render
 from fuser.lowering.segment import plan_kernels
 
@@ -28,6 +29,10 @@ class CudaTarget(Target):
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
         for f in fusion_funcs(module):
             for plan in plan_kernels(f):
+                if is_host_plan(plan):  # a library call between kernels: no CUDA C of its own
+                    output.write(f"// host segment {plan.index} of @{f.sym_name.data}: {plan.op.name} "
+                                 f"({plan.split_reason})\n")
+                    continue
                 shapes = [tuple(self.extent if e == DYNAMIC else 1 if e == BROADCAST else e for e in v.type.shape)
                           for v in plan.domain_values()]
                 kernel = render(plan, plan.unit.choose(plan, shapes, None, {}))

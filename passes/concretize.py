@@ -168,7 +168,7 @@ class _Concretizer:
         extent of the IR itself (a static broadcast shape against symbolic inputs), or, in
         resize-extents mode, a resized dim."""
         flags = self.flags
-        exact = ExactDims(self.fusion, flags)
+        exact = ExactDims(self.fusion, flags, expands_decided=True)
         if self.resize_extents:
             for r in self.extents.resizes:
                 op = r.op

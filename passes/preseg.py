@@ -1,6 +1,6 @@
 """`fuser-preseg`: the default pre-segmentation pipeline.
 
-    remove-bcast-squeeze → consecutive-cast → remove-bcast-squeeze
+    decompose-welford → remove-bcast-squeeze → consecutive-cast → remove-bcast-squeeze
       → gather-to-take-along-axis → move-gather → allocation-order-inference → dce
 
 gather-to-take-along-axis turns statically exact gathers into take_along_axis (the executor's
@@ -10,6 +10,7 @@ logits directly. The second remove-bcast-squeeze catches broadcast/squeeze pairs
 chains between them are folded. `dce` (xDSL's) drops ops left without uses. xDSL's
 `canonicalize` and `cse` are not part of it: the fuser patterns above do the cleanup this
 stage needs, and cse would merge values that a later stage may want apart (outputs).
+decompose-welford comes first: what it builds (casts, squeezes) is what the others clean up.
 
 Callable from Python: `PresegPass().apply(make_context(), module)`."""
 
@@ -23,6 +24,7 @@ from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
 from fuser.passes.allocation_order import AllocationOrderInferencePass
 from fuser.passes.consecutive_cast import ConsecutiveCastPass
+from fuser.passes.decompose_welford import DecomposeWelfordPass
 from fuser.passes.gather_to_take_along_axis import GatherToTakeAlongAxisPass
 from fuser.passes.move_gather import MoveGatherPass
 from fuser.passes.remove_bcast_squeeze import RemoveBcastSqueezePass
@@ -37,6 +39,7 @@ class PresegPass(ModulePass):
     swap_unary: bool = True
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
+        DecomposeWelfordPass().apply(ctx, op)
         remove = RemoveBcastSqueezePass(swap_unary=self.swap_unary)
         remove.apply(ctx, op)
         ConsecutiveCastPass().apply(ctx, op)

@@ -39,3 +39,5 @@ register("concretize", "fuser.passes.concretize", "ConcretizePass")
 register("gather-to-take-along-axis", "fuser.passes.gather_to_take_along_axis", "GatherToTakeAlongAxisPass")
 register("gather-sum-to-one-hot", "fuser.passes.gather_sum_to_one_hot", "GatherSumToOneHotPass")
 register("move-gather", "fuser.passes.move_gather", "MoveGatherPass")
+# Welford (var, var_mean).
+register("decompose-welford", "fuser.passes.decompose_welford", "DecomposeWelfordPass")

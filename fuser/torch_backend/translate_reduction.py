@@ -1,6 +1,6 @@
 """Reductions: sum, amax/amin, mean, and var/var_mean (what the layer-norm decomposition
-produces; fuser has no var op, so variance is written as two sums: mean, then the mean of
-squared deviations — the two-pass form, as accurate as torch's)."""
+produces; fd.ops.var/var_mean, a fuser.welford that fuser-preseg lowers to two sums: mean,
+then the sum of squared deviations — the two-pass form, as accurate as torch's)."""
 
 from __future__ import annotations
 
@@ -81,28 +81,34 @@ def translate_mean(tx, node):
     return tx.ops.div(total, _count(tx, x, dims))
 
 
-def _var_and_mean(tx, node):
-    """(var, mean) over dims with Bessel's correction `correction` (default 1)."""
+def _correction(node) -> float:
+    correction = node.kwargs.get("correction")
+    return 1 if correction is None else correction
+
+
+def _var_check(node):
+    """fd.ops.var/var_mean take an integer correction (torch also allows a fractional one)."""
+    correction = _correction(node)
+    if not float(correction).is_integer():
+        return f"{node.target} with the fractional correction {correction}"
+    return _float_only(node)
+
+
+def _var_arguments(tx, node):
     x = tx.tensor(node.args[0])
     dims = _dims(_arg(node, 1, "dim"), x.ndim)
-    correction = node.kwargs.get("correction")
-    correction = 1 if correction is None else int(correction) if float(correction).is_integer() else correction
-    keepdim = bool(node.kwargs.get("keepdim", False))
-    xf = _accumulated(tx, node, x)
-    n = _count(tx, x, dims)
-    mean = tx.ops.div(tx.ops.sum(xf, dims, keepdim=True), n)
-    centred = tx.ops.sub(xf, mean)
-    var = tx.ops.div(tx.ops.sum(tx.ops.mul(centred, centred), dims, keepdim=keepdim), n - correction if correction else n)
-    return var, (mean if keepdim else tx.ops.squeeze(mean, dims))
+    return x, dims, int(_correction(node)), bool(node.kwargs.get("keepdim", False))
 
 
-@translates(aten.var_mean.correction, check=_float_only)
+# fuser.welford (fuser_dialect/ops_welford.py) under fd.ops.var / var_mean: f32 accumulation for
+# f16/bf16, torch's max(n - correction, 0) divisor, results in the input dtype.
+@translates(aten.var_mean.correction, check=_var_check)
 def translate_var_mean(tx, node):
-    var, mean = _var_and_mean(tx, node)
-    dtype = fuser_dtype(node.args[0].meta["val"].dtype)
-    return (tx.ops.cast(var, dtype), tx.ops.cast(mean, dtype))
+    x, dims, correction, keepdim = _var_arguments(tx, node)
+    return tx.ops.var_mean(x, dims, correction=correction, keepdim=keepdim)
 
 
-@translates(aten.var.correction, check=_float_only)
+@translates(aten.var.correction, check=_var_check)
 def translate_var(tx, node):
-    return _var_and_mean(tx, node)[0]
+    x, dims, correction, keepdim = _var_arguments(tx, node)
+    return tx.ops.var(x, dims, correction=correction, keepdim=keepdim)

@@ -2,7 +2,9 @@
 //
 // The emitter prepends this file's TEXT (it does not #include it), so NVRTC needs no include path
 // for it. The same kernel text then compiles in two modes:
-//   GPU mode  NVRTC or nvcc (__CUDACC__): plain CUDA; needs only <cuda_fp16.h> and <cuda_bf16.h>.
+//   GPU mode  NVRTC or nvcc (__CUDACC__): plain CUDA; needs <cuda_fp16.h> and <cuda_bf16.h> only
+//             when the source first defines FUSER_NEED_F16 (a kernel with 16-bit floats:
+//             lowering/render.py); without them NVRTC needs no headers at all.
 //   CPU mode  g++ -std=c++20 -fopenmp -DFUSER_CPU -I<this directory> (lowering/cpu_runtime.py):
 //             this file includes fuser_cpu_emu.h, which emulates the CUDA subset below.
 //
@@ -63,8 +65,13 @@
 #define FUSER_CHECK_ACCESS(ptr, idx, n, what) ((void)0)
 #endif
 #else
+#if defined(FUSER_NEED_F16)  // parsing them is ~10 ms of NVRTC time a program
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#endif
+#if defined(FUSER_NEED_FP8)  // only the storage types: conversions are fuser_fp8.h's (torch's)
+#include <cuda_fp8.h>
+#endif
 #define FUSER_COUNT_LOAD(bytes) ((void)0)
 #define FUSER_COUNT_STORE(bytes) ((void)0)
 #define FUSER_CHECK_ACCESS(ptr, idx, n, what) ((void)0)
@@ -87,6 +94,11 @@
 #ifndef CUDART_NAN_F
 #define CUDART_NAN_F __int_as_float(0x7fffffff)
 #endif
+
+// Philox random numbers (fuser.uniform / fuser.normal): for a kernel with a random op
+// (FUSER_NEED_PHILOX, lowering/render.py) runtime.prelude() pastes the header's text in place of
+// this line, so NVRTC and nvcc need no include path for it; for any other kernel it drops the line.
+#include "fuser_philox.h"
 
 template <class T>
 struct fuser_identity {

@@ -8,8 +8,10 @@ from fuser.lowering.schedulers.base import Candidate, KernelBody, SchedulerUnit,
 from fuser.lowering.schedulers.inner_persistent import InnerPersistentScheduler
 from fuser.lowering.schedulers.pointwise import PointwiseScheduler
 from fuser.lowering.schedulers.reduction import ReductionScheduler
+from fuser.lowering.schedulers.scan import ScanScheduler
 
 SCHEDULERS: tuple[SchedulerUnit, ...] = (
+    ScanScheduler(),  # first: the others refuse a scan quoting its reason (classify keeps the last refusal)
     PointwiseScheduler(),
     ReductionScheduler(),
     InnerPersistentScheduler(),

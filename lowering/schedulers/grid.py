@@ -23,7 +23,10 @@ from fuser.lowering.emit_cuda import KernelEmitter
 
 FUNCTOR = {C.ReductionKind.SUM: "FuserSumOp", C.ReductionKind.PROD: "FuserProdOp",
            C.ReductionKind.MAX: "FuserMaxOp", C.ReductionKind.MIN: "FuserMinOp"}
-SMEM_NAME = {"float": "fuser_smem_f", "double": "fuser_smem_d", "long long": "fuser_smem_ll", "int": "fuser_smem_i"}
+SMEM_NAME = {"float": "fuser_smem_f", "double": "fuser_smem_d", "long long": "fuser_smem_ll", "int": "fuser_smem_i",
+             "fuser_complex<float>": "fuser_smem_cf", "fuser_complex<double>": "fuser_smem_cd"}
+WIDE_SLOTS = {"fuser_complex<double>": 2}
+"""Accumulator types wider than one 8-byte workspace slot, and the slots they take."""
 LAST_BLOCK = "fuser_grid_last"
 
 
@@ -45,7 +48,7 @@ class Accumulator:
 
 
 def workspace_slots_per_block(accumulators: Sequence[Accumulator]) -> int:
-    return len(accumulators)
+    return sum(WIDE_SLOTS.get(acc.ctype, 1) for acc in accumulators)
 
 
 def emit_grid_combine(em: KernelEmitter, accumulators: Sequence[Accumulator], smem_types: set[str],
@@ -55,13 +58,14 @@ def emit_grid_combine(em: KernelEmitter, accumulators: Sequence[Accumulator], sm
     ws = em.param(("workspace",), "unsigned long long* __restrict__", "workspace", "ws",
                   dim=workspace_slots_per_block(accumulators))
     em.needs_sync = True
-    parts = []
+    parts, slot = [], 0
     for j, acc in enumerate(accumulators):
         smem_types.add(acc.ctype)
         em.line(acc.block_reduce())
         part = f"part{j}"
-        em.line(f"{acc.ctype}* {part} = reinterpret_cast<{acc.ctype}*>({ws} + 1 + {j}LL * gridDim.x);")
+        em.line(f"{acc.ctype}* {part} = reinterpret_cast<{acc.ctype}*>({ws} + 1 + {slot}LL * gridDim.x);")
         parts.append(part)
+        slot += WIDE_SLOTS.get(acc.ctype, 1)
     em.open("if (threadIdx.x == 0)")
     for acc, part in zip(accumulators, parts):
         em.line(f"fuser_st({part}, blockIdx.x, {acc.name});")

@@ -25,6 +25,7 @@ from fuser.lowering.emit_cuda import KernelEmitter
 from fuser.lowering.index import vector_lane
 from fuser.lowering.kernel import KernelPlan
 from fuser.lowering.schedulers.base import MAX_GRID, Candidate, KernelBody, SchedulerUnit, Verdict
+from fuser.lowering.schedulers.scan import refuse_scans
 
 BLOCK = 128
 MIN_INNER = 128
@@ -94,6 +95,8 @@ class PointwiseScheduler(SchedulerUnit):
     name = "pointwise"
 
     def accepts(self, candidate: Candidate) -> Verdict:
+        if (scan := refuse_scans(candidate)) is not None:
+            return scan
         if candidate.reductions:
             return Verdict(False, "a reduction needs a row scheduler")
         return Verdict(True, scheduler=self.name)

@@ -37,6 +37,7 @@ from fuser.lowering.index import ZERO, Ix
 from fuser.lowering.kernel import DROP, FULL, GRID, KEEP, KernelPlan
 from fuser.lowering.schedulers.base import MAX_GRID, Candidate, KernelBody, SchedulerUnit, Verdict
 from fuser.lowering.schedulers.grid import SMEM_NAME, Accumulator, emit_grid_combine, shared_declarations
+from fuser.lowering.schedulers.scan import refuse_scans
 from fuser.lowering.symbolic import B, SymbolicExtents
 
 MAX_PERSISTENT_ITERS = 32
@@ -246,6 +247,8 @@ class RowScheduler(SchedulerUnit):
     refusal: str
 
     def accepts(self, candidate: Candidate) -> Verdict:
+        if (scan := refuse_scans(candidate)) is not None:
+            return scan
         rows = row_verdict(candidate)
         if not rows.verdict.ok:
             return rows.verdict
@@ -314,7 +317,8 @@ def _element_bytes(keys) -> int:
     return max([4, *(_COMPUTE_BYTES[X.COMPUTE_TYPE[v.type.dtype]] for v, _ in keys)])
 
 
-_COMPUTE_BYTES = {"double": 8, "float": 4, "long long": 8, "int": 4, "bool": 1}
+_COMPUTE_BYTES = {"double": 8, "float": 4, "long long": 8, "int": 4, "bool": 1,
+                  "fuser_complex<float>": 8, "fuser_complex<double>": 16}
 
 
 def _shared_row_schedule(plan: KernelPlan, threads: int, iters: int) -> RowSchedule:

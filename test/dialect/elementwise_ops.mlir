@@ -168,3 +168,85 @@ func.func @cast(%x: !fuser.tensor<?x4xbf16, order [0, 1]>) {
 // CHECK-NEXT: %a = fuser.cast %x : !fuser.tensor<?x4xbf16, order [0, 1]> -> !fuser.tensor<?x4xf32>
 // CHECK-NEXT: %b = fuser.cast %a : !fuser.tensor<?x4xf32> -> !fuser.tensor<?x4xi1>
 // CHECK-NEXT: %c = fuser.cast %b : !fuser.tensor<?x4xi1> -> !fuser.tensor<?x4xi64>
+
+// -----
+
+// The unary kinds of nvFuser beyond the basic set, on bf16; signbit and the is* predicates yield i1.
+func.func @unary_parity_kinds(%x: !fuser.tensor<?x4xbf16>) {
+  %signbit = fuser.unary signbit %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xi1>
+  %frac = fuser.unary frac %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+  %tan = fuser.unary tan %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+  %asin = fuser.unary asin %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+  %acos = fuser.unary acos %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+  %atan = fuser.unary atan %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+  %sinh = fuser.unary sinh %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+  %cosh = fuser.unary cosh %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+  %asinh = fuser.unary asinh %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+  %acosh = fuser.unary acosh %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+  %atanh = fuser.unary atanh %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+  %log10 = fuser.unary log10 %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+  %erfc = fuser.unary erfc %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+  %lgamma = fuser.unary lgamma %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+  %isfinite = fuser.unary isfinite %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xi1>
+  %isposinf = fuser.unary isposinf %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xi1>
+  %isneginf = fuser.unary isneginf %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xi1>
+  func.return
+}
+// CHECK-LABEL: func.func @unary_parity_kinds
+// CHECK-NEXT: %signbit = fuser.unary signbit %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xi1>
+// CHECK-NEXT: %frac = fuser.unary frac %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+// CHECK-NEXT: %tan = fuser.unary tan %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+// CHECK-NEXT: %asin = fuser.unary asin %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+// CHECK-NEXT: %acos = fuser.unary acos %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+// CHECK-NEXT: %atan = fuser.unary atan %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+// CHECK-NEXT: %sinh = fuser.unary sinh %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+// CHECK-NEXT: %cosh = fuser.unary cosh %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+// CHECK-NEXT: %asinh = fuser.unary asinh %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+// CHECK-NEXT: %acosh = fuser.unary acosh %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+// CHECK-NEXT: %atanh = fuser.unary atanh %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+// CHECK-NEXT: %log10 = fuser.unary log10 %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+// CHECK-NEXT: %erfc = fuser.unary erfc %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+// CHECK-NEXT: %lgamma = fuser.unary lgamma %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xbf16>
+// CHECK-NEXT: %isfinite = fuser.unary isfinite %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xi1>
+// CHECK-NEXT: %isposinf = fuser.unary isposinf %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xi1>
+// CHECK-NEXT: %isneginf = fuser.unary isneginf %x : !fuser.tensor<?x4xbf16> -> !fuser.tensor<?x4xi1>
+
+// -----
+
+// signbit and the is* predicates also take integers.
+func.func @unary_predicates_int(%i: !fuser.tensor<?xi64>) {
+  %signbit = fuser.unary signbit %i : !fuser.tensor<?xi64> -> !fuser.tensor<?xi1>
+  %isfinite = fuser.unary isfinite %i : !fuser.tensor<?xi64> -> !fuser.tensor<?xi1>
+  func.return
+}
+// CHECK-LABEL: func.func @unary_predicates_int
+// CHECK-NEXT: %signbit = fuser.unary signbit %i : !fuser.tensor<?xi64> -> !fuser.tensor<?xi1>
+// CHECK-NEXT: %isfinite = fuser.unary isfinite %i : !fuser.tensor<?xi64> -> !fuser.tensor<?xi1>
+
+// -----
+
+// truediv of integers is f32 (torch.true_divide); gcd and the shifts take integers; nextafter f32/f64.
+func.func @binary_parity_kinds(%x: !fuser.tensor<?x4xbf16>, %y: !fuser.tensor<?x4xbf16>, %f: !fuser.tensor<?x4xf32>, %g: !fuser.tensor<?x4xf32>, %i: !fuser.tensor<?x4xi32>, %j: !fuser.tensor<?x4xi32>) {
+  %truediv0 = fuser.binary truediv %i, %j : (!fuser.tensor<?x4xi32>, !fuser.tensor<?x4xi32>) -> !fuser.tensor<?x4xf32>
+  %truediv1 = fuser.binary truediv %x, %y : (!fuser.tensor<?x4xbf16>, !fuser.tensor<?x4xbf16>) -> !fuser.tensor<?x4xbf16>
+  %remainder2 = fuser.binary remainder %i, %j : (!fuser.tensor<?x4xi32>, !fuser.tensor<?x4xi32>) -> !fuser.tensor<?x4xi32>
+  %remainder3 = fuser.binary remainder %x, %y : (!fuser.tensor<?x4xbf16>, !fuser.tensor<?x4xbf16>) -> !fuser.tensor<?x4xbf16>
+  %atan24 = fuser.binary atan2 %x, %y : (!fuser.tensor<?x4xbf16>, !fuser.tensor<?x4xbf16>) -> !fuser.tensor<?x4xbf16>
+  %nextafter5 = fuser.binary nextafter %f, %g : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xf32>
+  %gcd6 = fuser.binary gcd %i, %j : (!fuser.tensor<?x4xi32>, !fuser.tensor<?x4xi32>) -> !fuser.tensor<?x4xi32>
+  %bitwise_left_shift7 = fuser.binary bitwise_left_shift %i, %j : (!fuser.tensor<?x4xi32>, !fuser.tensor<?x4xi32>) -> !fuser.tensor<?x4xi32>
+  %bitwise_right_shift8 = fuser.binary bitwise_right_shift %i, %j : (!fuser.tensor<?x4xi32>, !fuser.tensor<?x4xi32>) -> !fuser.tensor<?x4xi32>
+  %logical_right_shift9 = fuser.binary logical_right_shift %i, %j : (!fuser.tensor<?x4xi32>, !fuser.tensor<?x4xi32>) -> !fuser.tensor<?x4xi32>
+  func.return
+}
+// CHECK-LABEL: func.func @binary_parity_kinds
+// CHECK-NEXT: %truediv0 = fuser.binary truediv %i, %j : (!fuser.tensor<?x4xi32>, !fuser.tensor<?x4xi32>) -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %truediv1 = fuser.binary truediv %x, %y : (!fuser.tensor<?x4xbf16>, !fuser.tensor<?x4xbf16>) -> !fuser.tensor<?x4xbf16>
+// CHECK-NEXT: %remainder2 = fuser.binary remainder %i, %j : (!fuser.tensor<?x4xi32>, !fuser.tensor<?x4xi32>) -> !fuser.tensor<?x4xi32>
+// CHECK-NEXT: %remainder3 = fuser.binary remainder %x, %y : (!fuser.tensor<?x4xbf16>, !fuser.tensor<?x4xbf16>) -> !fuser.tensor<?x4xbf16>
+// CHECK-NEXT: %atan24 = fuser.binary atan2 %x, %y : (!fuser.tensor<?x4xbf16>, !fuser.tensor<?x4xbf16>) -> !fuser.tensor<?x4xbf16>
+// CHECK-NEXT: %nextafter5 = fuser.binary nextafter %f, %g : (!fuser.tensor<?x4xf32>, !fuser.tensor<?x4xf32>) -> !fuser.tensor<?x4xf32>
+// CHECK-NEXT: %gcd6 = fuser.binary gcd %i, %j : (!fuser.tensor<?x4xi32>, !fuser.tensor<?x4xi32>) -> !fuser.tensor<?x4xi32>
+// CHECK-NEXT: %bitwise_left_shift7 = fuser.binary bitwise_left_shift %i, %j : (!fuser.tensor<?x4xi32>, !fuser.tensor<?x4xi32>) -> !fuser.tensor<?x4xi32>
+// CHECK-NEXT: %bitwise_right_shift8 = fuser.binary bitwise_right_shift %i, %j : (!fuser.tensor<?x4xi32>, !fuser.tensor<?x4xi32>) -> !fuser.tensor<?x4xi32>
+// CHECK-NEXT: %logical_right_shift9 = fuser.binary logical_right_shift %i, %j : (!fuser.tensor<?x4xi32>, !fuser.tensor<?x4xi32>) -> !fuser.tensor<?x4xi32>

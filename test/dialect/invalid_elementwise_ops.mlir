@@ -106,3 +106,67 @@ func.func @where_index_condition(%c: index, %x: !fuser.tensor<?xf32>) {
   func.return
 }
 // CHECK: fuser.where: condition must be a tensor or a scalar, got index
+
+// -----
+
+func.func @unary_frac_of_int(%x: !fuser.tensor<?xi32>) {
+  %r = fuser.unary frac %x : !fuser.tensor<?xi32> -> !fuser.tensor<?xi32>
+  func.return
+}
+// CHECK: fuser.unary frac: needs a floating-point input, got i32
+// -----
+
+func.func @unary_signbit_result(%x: !fuser.tensor<?xf16>) {
+  %r = fuser.unary signbit %x : !fuser.tensor<?xf16> -> !fuser.tensor<?xf16>
+  func.return
+}
+// CHECK: fuser.unary signbit: result dtype is f16, expected i1
+// -----
+
+func.func @binary_gcd_of_floats(%x: !fuser.tensor<?xf32>) {
+  %r = fuser.binary gcd %x, %x : (!fuser.tensor<?xf32>, !fuser.tensor<?xf32>) -> !fuser.tensor<?xf32>
+  func.return
+}
+// CHECK: fuser.binary gcd: needs integer (i32 or i64) operands, got f32
+// -----
+
+func.func @binary_shift_of_bools(%x: !fuser.tensor<?xi1>) {
+  %r = fuser.binary bitwise_left_shift %x, %x : (!fuser.tensor<?xi1>, !fuser.tensor<?xi1>) -> !fuser.tensor<?xi1>
+  func.return
+}
+// CHECK: fuser.binary bitwise_left_shift: needs integer (i32 or i64) operands, got i1
+// -----
+
+func.func @binary_logical_right_shift_of_floats(%x: !fuser.tensor<?xf64>) {
+  %r = fuser.binary logical_right_shift %x, %x : (!fuser.tensor<?xf64>, !fuser.tensor<?xf64>) -> !fuser.tensor<?xf64>
+  func.return
+}
+// CHECK: fuser.binary logical_right_shift: needs integer (i32 or i64) operands, got f64
+// -----
+
+func.func @binary_bitwise_of_floats(%x: !fuser.tensor<?xf32>) {
+  %r = fuser.binary bitwise_xor %x, %x : (!fuser.tensor<?xf32>, !fuser.tensor<?xf32>) -> !fuser.tensor<?xf32>
+  func.return
+}
+// CHECK: fuser.binary bitwise_xor: needs integer or bool operands, got f32
+// -----
+
+func.func @binary_nextafter_of_half(%x: !fuser.tensor<?xf16>) {
+  %r = fuser.binary nextafter %x, %x : (!fuser.tensor<?xf16>, !fuser.tensor<?xf16>) -> !fuser.tensor<?xf16>
+  func.return
+}
+// CHECK: fuser.binary nextafter: needs f32 or f64 operands, got f16
+// -----
+
+func.func @binary_atan2_of_ints(%x: !fuser.tensor<?xi64>) {
+  %r = fuser.binary atan2 %x, %x : (!fuser.tensor<?xi64>, !fuser.tensor<?xi64>) -> !fuser.tensor<?xi64>
+  func.return
+}
+// CHECK: fuser.binary atan2: needs floating-point operands, got i64
+// -----
+
+func.func @binary_truediv_of_ints_result(%x: !fuser.tensor<?xi64>) {
+  %r = fuser.binary truediv %x, %x : (!fuser.tensor<?xi64>, !fuser.tensor<?xi64>) -> !fuser.tensor<?xi64>
+  func.return
+}
+// CHECK: fuser.binary truediv: result dtype is i64, expected f32

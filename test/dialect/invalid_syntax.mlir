@@ -8,7 +8,7 @@ func.func @bad_dtype(%x: !fuser.tensor<4x8xf99>) {
 // CHECK: invalid_syntax.mlir:[[# @LINE - 3]]:39
 // CHECK-NEXT: func.func @bad_dtype(%x: !fuser.tensor<4x8xf99>) {
 // CHECK-NEXT: {{^ +}}^^^^^^^^^{{$}}
-// CHECK-NEXT: malformed fuser tensor type '<4x8xf99>': 'f99' is not an element type (expected one of f64, f32, f16, bf16, i64, i32, i1 after the dims)
+// CHECK-NEXT: malformed fuser tensor type '<4x8xf99>': 'f99' is not an element type (expected one of f64, f32, f16, bf16, f8E4M3FN, f8E5M2, c64, c128, i64, i32, i1 after the dims)
 
 // -----
 
@@ -25,7 +25,7 @@ func.func @missing_dtype(%x: !fuser.tensor<4x8>) {
   func.return
 }
 // CHECK: invalid_syntax.mlir:[[# @LINE - 3]]:43
-// CHECK: malformed fuser tensor type '<4x8>': '8' is not an element type (expected one of f64, f32, f16, bf16, i64, i32, i1 after the dims)
+// CHECK: malformed fuser tensor type '<4x8>': '8' is not an element type (expected one of f64, f32, f16, bf16, f8E4M3FN, f8E5M2, c64, c128, i64, i32, i1 after the dims)
 
 // -----
 

@@ -51,3 +51,29 @@ func.func @scalar_inputs(%x: !fuser.tensor<?xf32>, %s: f64, %n: i64, %flag: i1) 
   func.return
 }
 // CHECK-LABEL: func.func @scalar_inputs(%x: !fuser.tensor<?xf32>, %s: f64, %n: i64, %flag: i1)
+
+// -----
+
+// fp8 (storage only) and complex element types; ops on them keep their dtype, and real/imag/abs
+// of a complex tensor give the real dtype of its parts.
+func.func @fp8_and_complex(%a: !fuser.tensor<?x3xf8E4M3FN>, %b: !fuser.tensor<bxf8E5M2>,
+                           %c: !fuser.tensor<?xbxc64>, %d: !fuser.tensor<2x?xc128, order [0, 1]>)
+    -> (!fuser.tensor<3x?xf8E4M3FN>, !fuser.tensor<?x3xf32>, !fuser.tensor<?xbxf32>,
+        !fuser.tensor<?xbxf32>, !fuser.tensor<?xbxc128>, !fuser.tensor<?xc128>) {
+  %p = fuser.permute %a dims [1, 0] : !fuser.tensor<?x3xf8E4M3FN> -> !fuser.tensor<3x?xf8E4M3FN>
+  %f = fuser.cast %a : !fuser.tensor<?x3xf8E4M3FN> -> !fuser.tensor<?x3xf32>
+  %re = fuser.unary real %c : !fuser.tensor<?xbxc64> -> !fuser.tensor<?xbxf32>
+  %abs = fuser.unary abs %c : !fuser.tensor<?xbxc64> -> !fuser.tensor<?xbxf32>
+  %w = fuser.cast %c : !fuser.tensor<?xbxc64> -> !fuser.tensor<?xbxc128>
+  %s = fuser.reduction sum %d dims [0] : !fuser.tensor<2x?xc128, order [0, 1]> -> !fuser.tensor<?xc128>
+  func.return %p, %f, %re, %abs, %w, %s : !fuser.tensor<3x?xf8E4M3FN>, !fuser.tensor<?x3xf32>, !fuser.tensor<?xbxf32>, !fuser.tensor<?xbxf32>, !fuser.tensor<?xbxc128>, !fuser.tensor<?xc128>
+}
+// CHECK-LABEL: func.func @fp8_and_complex(
+// CHECK-SAME: %a: !fuser.tensor<?x3xf8E4M3FN>, %b: !fuser.tensor<bxf8E5M2>,
+// CHECK-SAME: %c: !fuser.tensor<?xbxc64>, %d: !fuser.tensor<2x?xc128, order [0, 1]>)
+// CHECK: fuser.permute %{{.*}} dims [1, 0] : !fuser.tensor<?x3xf8E4M3FN> -> !fuser.tensor<3x?xf8E4M3FN>
+// CHECK: fuser.cast %{{.*}} : !fuser.tensor<?x3xf8E4M3FN> -> !fuser.tensor<?x3xf32>
+// CHECK: fuser.unary real %{{.*}} : !fuser.tensor<?xbxc64> -> !fuser.tensor<?xbxf32>
+// CHECK: fuser.unary abs %{{.*}} : !fuser.tensor<?xbxc64> -> !fuser.tensor<?xbxf32>
+// CHECK: fuser.cast %{{.*}} : !fuser.tensor<?xbxc64> -> !fuser.tensor<?xbxc128>
+// CHECK: fuser.reduction sum %{{.*}} dims [0] : !fuser.tensor<2x?xc128, order [0, 1]> -> !fuser.tensor<?xc128>

@@ -1,0 +1,372 @@
+"""Compile latency (issue #14): what NVRTC is given, what it emits, and what is built once.
+
+Functional checks run everywhere (NVRTC checks skip, saying why, without the nvrtc extra):
+- a kernel without 16-bit floats includes no CUDA header, so NVRTC needs no include path;
+  one with them (even only in an intermediate value) defines FUSER_NEED_F16 and gets them;
+- the PTX/cubin decision as a table (driver version x compiler version), and PTX output;
+- NVRTC's bundled headers, the precompiled emulation header and the cpu backend's host runtime
+  are built once per user and reused by a second FUSER_CACHE_DIR; a module links against the
+  runtime instead of compiling it;
+- the Philox header is in a kernel's source only when the kernel has a random op.
+Timing goals run only with FUSER_PERF=1 (a shared machine makes them noisy)."""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from fuser import DataType, FusionDefinition
+from fuser.lowering import compile as cc
+from fuser.lowering import cpu_runtime
+from fuser.lowering.render import header_macros
+from fuser.lowering.runtime import prebuilt
+from fuser.lowering.segment import plan_kernels
+from fuser_dialect.fusion import the_fusion
+
+NEED_F16 = "#define FUSER_NEED_F16"
+
+
+@pytest.fixture
+def fresh_install(tmp_path, monkeypatch):
+    """An empty home (no per-user install cache) and an empty FUSER_CACHE_DIR."""
+    home, cache = tmp_path / "home", tmp_path / "cache"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("FUSER_CACHE_DIR", str(cache))
+    cc.clear_memory_cache()
+    yield home, cache
+    cc.clear_memory_cache()
+
+
+def nvrtc():
+    try:
+        return cc.find_compiler("nvrtc")
+    except cc.CompilerUnavailable as e:
+        pytest.skip(f"nvrtc unavailable: {e}")
+
+
+def softmax_fusion(dtype: DataType, middle: DataType | None = None) -> FusionDefinition:
+    """Softmax over rows of `dtype`; `middle`: the exponentials pass through that dtype."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+        xf = fd.ops.cast(x, DataType.Float)
+        e = fd.ops.exp(fd.ops.sub(xf, fd.ops.max(xf, dims=[1], keepdim=True)))
+        if middle is not None:
+            e = fd.ops.cast(fd.ops.cast(e, middle), DataType.Float)
+        fd.add_output(fd.ops.cast(fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True)), dtype))
+    return fd
+
+
+def program_source(fd: FusionDefinition, x: np.ndarray) -> str:
+    """The fusion's one program, as the cpu backend compiled it (checked against numpy)."""
+    (y,) = fd.execute([x], backend="cpu")
+    xf = x.astype(np.float64)
+    e = np.exp(xf - xf.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(y.astype(np.float64), e / e.sum(axis=1, keepdims=True), rtol=2e-2, atol=1e-6)
+    (kernel,) = fd.last_kernels()
+    return kernel.source
+
+
+def header_folders(*roots) -> list[str]:
+    return [str(p) for root in roots for p in root.rglob("nvrtc-include")]
+
+
+# --------------------------------------------------------------------------- 16-bit headers
+
+
+@pytest.mark.parametrize("dtype, middle, needs", [
+    (DataType.Float, None, frozenset()),
+    (DataType.Double, None, frozenset()),
+    (DataType.BFloat16, None, frozenset({"FUSER_NEED_F16"})),
+    (DataType.Half, None, frozenset({"FUSER_NEED_F16"})),
+    (DataType.Float, DataType.BFloat16, frozenset({"FUSER_NEED_F16"})),  # f32 in and out
+])
+def test_header_macros_come_from_the_kernels_values(dtype, middle, needs):
+    fd = softmax_fusion(dtype, middle)
+    (plan,) = plan_kernels(the_fusion(fd.module))
+    assert header_macros(plan) == needs
+
+
+def test_f32_kernel_includes_no_cuda_header(fresh_install):
+    source = program_source(softmax_fusion(DataType.Float), np.random.default_rng(0).random((5, 37), np.float32))
+    assert source.startswith("// fuser_prelude.cuh")  # no macro lines before the prelude
+    result = cc.compile_cuda(source, "sm_90", backend=nvrtc().name)
+    assert result.cubin[:4] == b"\x7fELF"
+    # NVRTC found everything without an include path: nothing was installed anywhere.
+    assert header_folders(*fresh_install) == []
+
+
+def test_bf16_kernel_gets_the_headers_installed_once_per_user(fresh_install, tmp_path, monkeypatch):
+    home, cache = fresh_install
+    x = np.random.default_rng(1).random((4, 65)).astype(ml_dtypes.bfloat16)
+    source = program_source(softmax_fusion(DataType.BFloat16), x)
+    assert source.startswith(NEED_F16 + "\n")
+    compiler = nvrtc()
+    installs = []
+    real_install = cc.install_bundled_headers
+    monkeypatch.setattr(cc, "install_bundled_headers", lambda *a: installs.append(a[1]) or real_install(*a))
+    assert cc.compile_cuda(source, "sm_90", backend="nvrtc").origin == "compiled"
+    folder = home / ".cache" / "fuser" / "nvrtc-include" / compiler.version
+    if installs:  # this NVRTC bundles its headers (13.5+); older ones use a toolkit's
+        assert installs == [folder]
+        assert (folder / "cuda_bf16.h").is_file()
+        assert header_folders(cache) == []  # not in the kernel cache
+        assert [p.name for p in folder.parent.iterdir()] == [compiler.version]  # no leftover temporaries
+    # A second kernel cache compiles the same source for real, with the installed headers.
+    monkeypatch.setenv("FUSER_CACHE_DIR", str(tmp_path / "second"))
+    cc.clear_memory_cache()
+    installs.clear()
+    assert cc.compile_cuda(source, "sm_90", backend="nvrtc").origin == "compiled"
+    assert installs == []
+    assert header_folders(tmp_path / "second") == []
+
+
+def test_install_renames_a_whole_folder_and_a_second_installer_uses_it(tmp_path):
+    compiler = nvrtc()
+    status, info = compiler._nvrtc.nvrtcGetBundledHeadersInfo()[:2]
+    if not info.available:
+        pytest.skip(f"{compiler.label} bundles no headers")
+    target = tmp_path / "nvrtc-include" / compiler.version
+    assert cc.install_bundled_headers(compiler._nvrtc, target) == target
+    marker = target / "cuda_fp16.h"
+    stamp = marker.stat().st_mtime_ns
+    assert cc.install_bundled_headers(compiler._nvrtc, target) == target  # lost the rename: theirs is used
+    assert marker.stat().st_mtime_ns == stamp
+    assert [p.name for p in target.parent.iterdir()] == [compiler.version]
+
+
+def test_nvrtc_gets_minimal_when_it_has_it():
+    compiler = nvrtc()
+    options = compiler.base_options("sm_90", "cubin")
+    assert ("-minimal" in options) == (compiler.version_tuple >= (12, 4))
+    assert "--gpu-architecture=sm_90" in options
+    assert "--gpu-architecture=compute_90" in compiler.base_options("sm_90", "ptx")
+
+
+# --------------------------------------------------------------------------- PTX or cubin
+
+
+@pytest.mark.parametrize("driver, toolkit, expected", [
+    (None, (13, 5), "cubin"),   # no driver: a cubin is what can be checked and shipped
+    (None, (12, 4), "cubin"),
+    (13000, (13, 5), "cubin"),  # driver 580 (CUDA 13.0) cannot JIT NVRTC 13.5's PTX 9.5
+    (13000, (13, 0), "ptx"),
+    (13050, (13, 5), "ptx"),
+    (13060, (13, 5), "ptx"),
+    (12080, (13, 0), "cubin"),  # a CUDA 12 driver and a CUDA 13 compiler
+    (13000, (12, 8), "ptx"),    # a newer driver JITs older PTX
+    (12040, (12, 4), "ptx"),
+    (12030, (12, 4), "cubin"),
+])
+def test_image_format_table(driver, toolkit, expected):
+    assert cc.image_format(driver, toolkit) == expected
+
+
+def test_virtual_arch():
+    assert cc.virtual_arch("sm_90") == "compute_90"
+    assert cc.virtual_arch("sm_90a") == "compute_90a"
+    assert cc.virtual_arch(80) == "compute_80"
+
+
+def test_backend_compiler_follows_the_driver(monkeypatch):
+    compiler = nvrtc()
+    driver = compiler.version_tuple[0] * 1000 + compiler.version_tuple[1] * 10
+    monkeypatch.setattr(cc, "driver_version", lambda: driver)
+    assert cc.CudaCompiler(compiler, "sm_90", ()).output == "ptx"
+    monkeypatch.setattr(cc, "driver_version", lambda: driver - 10)
+    assert cc.CudaCompiler(compiler, "sm_90", ()).output == "cubin"
+    monkeypatch.setattr(cc, "driver_version", lambda: None)
+    assert cc.CudaCompiler(compiler, "sm_90", ()).output == "cubin"
+    with pytest.raises(ValueError, match="output 'sass'"):
+        cc.CudaCompiler(compiler, "sm_90", (), "sass")
+
+
+def test_ptx_output_is_cached_apart_and_nul_terminated(fresh_install):
+    nvrtc()
+    _, cache = fresh_install
+    source = program_source(softmax_fusion(DataType.Float), np.ones((2, 9), np.float32))
+    ptx = cc.compile_cuda(source, "sm_90", backend="nvrtc", output="ptx")
+    cubin = cc.compile_cuda(source, "sm_90", backend="nvrtc")
+    assert ptx.output == "ptx" and cubin.output == "cubin"
+    assert ptx.cubin.endswith(b"\0") and ptx.cubin.count(b"\0") == 1
+    assert b".target sm_90" in ptx.cubin and b".entry fuser_kernel_0_" in ptx.cubin
+    assert len(list((cache / "ptx").glob("*.ptx"))) == 1 and len(list((cache / "cubin").glob("*.cubin"))) == 1
+    cc.clear_memory_cache()
+    again = cc.compile_cuda(source, "sm_90", backend="nvrtc", output="ptx")
+    assert again.origin == "disk" and again.cubin == ptx.cubin
+
+
+# --------------------------------------------------------------------------- built once per installation
+
+
+def cpu_compiler():
+    if not cpu_runtime.cpu_compiler_available():
+        pytest.skip("no C++ compiler for the cpu backend")
+    return "g++", cpu_runtime._compiler_identity("g++")
+
+
+def test_precompiled_header_is_shared_by_cache_dirs(fresh_install, tmp_path, monkeypatch):
+    cxx, identity = cpu_compiler()
+    home, _ = fresh_install
+    flags = (*cpu_runtime.BASE_FLAGS, "-DFUSER_TEST_PCH_SHARING")  # a key no other test builds
+    monkeypatch.setattr(prebuilt, "_pch_dirs", {})
+    first = prebuilt.precompiled_header(cxx, identity, flags)
+    assert first is not None and first.parent == home / ".cache" / "fuser" / "cpu-pch"
+    monkeypatch.setenv("FUSER_CACHE_DIR", str(tmp_path / "second"))
+    monkeypatch.setattr(prebuilt, "_pch_dirs", {})
+    built = []
+    monkeypatch.setattr(prebuilt, "_build_precompiled_header", lambda *a: built.append(a))
+    assert prebuilt.precompiled_header(cxx, identity, flags) == first
+    assert built == []
+
+
+def test_host_runtime_is_built_once_per_user_and_modules_link_against_it(fresh_install, tmp_path, monkeypatch):
+    """The runtime (fibers, stacks, signal handling, grid loop) is a verified entry of the per-user
+    install root; a module needs it (DT_NEEDED) and does not contain it."""
+    cpu_compiler()
+    home, cache = fresh_install
+    flags = ("-DFUSER_TEST_RUNTIME_SHARING",)  # a runtime key no other test builds
+    monkeypatch.setattr(prebuilt, "_built", {})
+    before = prebuilt.runtime_build_count()
+    x = np.random.default_rng(2).random((3, 41), np.float32)
+    source = program_source(softmax_fusion(DataType.Float), x)
+    module = cpu_runtime.CpuCompiler(flags).compile(source + "// runtime sharing\n")
+    assert prebuilt.runtime_build_count() == before + 1
+    (entry,) = (home / ".cache" / "fuser" / "cpu-runtime").glob("*.so")
+    assert entry.with_name(entry.name + ".json").is_file()  # verified like every cache entry
+    assert b"libfuser_cpu_rt_" + entry.stem.encode() + b".so" in module.data  # the module's DT_NEEDED
+    assert b"fuser_emu_switch" not in module.data and b"fuser_emu_switch" in entry.read_bytes()
+    assert not (cache / "cpu-runtime").exists()
+    # A second kernel cache: the module is compiled again, the runtime is not.
+    monkeypatch.setenv("FUSER_CACHE_DIR", str(tmp_path / "second"))
+    monkeypatch.setattr(prebuilt, "_built", {})
+    again = cpu_runtime.CpuCompiler(flags).compile(source + "// runtime sharing\n")
+    assert again.origin == "compiled" and prebuilt.runtime_build_count() == before + 1
+    mod = cpu_runtime.CpuModule(again.data, source)
+    (kernel_name,) = mod.kernel_names()
+    assert kernel_name.startswith("fuser_kernel_")
+
+
+def test_a_damaged_runtime_entry_is_rebuilt(fresh_install, monkeypatch):
+    cpu_compiler()
+    home, _ = fresh_install
+    flags = ("-DFUSER_TEST_RUNTIME_DAMAGE",)
+    monkeypatch.setattr(prebuilt, "_built", {})
+    compiler = cpu_runtime.CpuCompiler(flags)
+    compiler.compile(program_source(softmax_fusion(DataType.Float), np.ones((2, 3), np.float32)))
+    (entry,) = (home / ".cache" / "fuser" / "cpu-runtime").glob("*.so")
+    entry.write_bytes(entry.read_bytes()[:1000])  # truncated: must never reach the linker or dlopen
+    monkeypatch.setattr(prebuilt, "_built", {})
+    before = prebuilt.runtime_build_count()
+    path = prebuilt.host_runtime("g++", cpu_runtime._compiler_identity("g++"), compiler.runtime_flags)
+    assert prebuilt.runtime_build_count() == before + 1
+    assert path == entry and len(entry.read_bytes()) > 1000
+
+
+# --------------------------------------------------------------------------- Philox header
+
+PHILOX_TEXT = ("#define FUSER_NEED_PHILOX", "FUSER_PHILOX_H", "fuser_philox(", "fuser_uniform_f32(")
+"""The macro, the header's guard and two of its functions (comments may name the header)."""
+
+
+def test_f32_pointwise_kernel_has_no_philox_text():
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
+        fd.add_output(fd.ops.exp(fd.ops.add(x, x)))
+    x = np.random.default_rng(3).random((5, 7), np.float32)
+    (y,) = fd.execute([x], backend="cpu")
+    np.testing.assert_allclose(y, np.exp(2 * x), rtol=1e-6)
+    (kernel,) = fd.last_kernels()
+    assert not any(text in kernel.source for text in PHILOX_TEXT)
+    assert '#include "fuser_philox.h"' not in kernel.source  # the line is dropped, not left to fail
+
+
+def test_dropout_kernel_carries_philox_and_runs():
+    keep = 0.75
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
+        seed = fd.define_scalar(dtype=DataType.Int)
+        offset = fd.define_scalar(dtype=DataType.Int)
+        mask = fd.ops.lt(fd.ops.rand_like(x, seed, offset), keep)
+        fd.add_output(fd.ops.where(mask, x * (1.0 / keep), 0.0))
+    x = np.random.default_rng(4).standard_normal((33, 65)).astype(np.float32)
+    (cpu,) = fd.execute([x, 7, 0], backend="cpu")
+    (kernel,) = fd.last_kernels()
+    assert kernel.source.startswith("#define FUSER_NEED_PHILOX\n")
+    assert all(text in kernel.source for text in PHILOX_TEXT)
+    (ref,) = fd.execute([x, 7, 0], backend="reference")
+    np.testing.assert_array_equal(cpu, ref)
+    assert 0.6 < (cpu != 0).mean() < 0.9
+
+
+# --------------------------------------------------------------------------- timing (FUSER_PERF=1)
+
+perf = pytest.mark.skipif(os.environ.get("FUSER_PERF") != "1", reason="timing test: set FUSER_PERF=1")
+
+
+def compile_new_ce_forward(cache_dir) -> tuple[float, str, dict]:
+    """(define seconds, program source, executor timings) of a CE forward compiled in a fresh
+    kernel cache (so nothing is found on disk or in this process's memo)."""
+    from fuser.benchmarks.cases import parse_case
+
+    from fuser.lowering.backends import get_backend
+
+    os.environ["FUSER_CACHE_DIR"] = str(cache_dir)
+    cc.clear_memory_cache()
+    get_backend("cpu").forget_programs()
+    case = parse_case("ce_fwd_aot:f32:64x4096")
+    start = time.perf_counter()
+    fd = case.build()
+    define_s = time.perf_counter() - start
+    fd.execute(case.inputs(), backend="cpu")
+    (kernel,) = fd.last_kernels()
+    return define_s, kernel.source, fd.last_compile_info()
+
+
+@perf
+def test_warm_process_new_fusion_compiles_within_60_ms(fresh_install, tmp_path):
+    """Definition -> the image the cuda backend would load (define, passes, segment, emission,
+    NVRTC), for a CE forward new to a warm process; the best of 3."""
+    compiler = nvrtc()
+    output = cc.image_format(cc.driver_version(), compiler.version_tuple)
+    compile_new_ce_forward(tmp_path / "warm-up")
+    best = float("inf")
+    for i in range(3):
+        define_s, source, timings = compile_new_ce_forward(tmp_path / str(i))
+        result = cc.compile_cuda(source, "sm_90", backend="nvrtc", output=output)
+        assert result.origin == "compiled"
+        total = define_s + timings["passes_s"] + timings["segment_s"] + timings["emission_s"] + result.seconds
+        best = min(best, total)
+        print(f"define {define_s * 1e3:.1f}, passes {timings['passes_s'] * 1e3:.1f}, segment "
+              f"{timings['segment_s'] * 1e3:.1f}, emission {timings['emission_s'] * 1e3:.1f}, "
+              f"NVRTC {result.seconds * 1e3:.1f} ms")
+    print(f"warm new CE forward, definition -> {output}: {best * 1e3:.1f} ms")
+    assert best <= 0.060
+
+
+@perf
+def test_cpu_module_compiles_within_200_ms(fresh_install, tmp_path):
+    """g++ for one kernel module, the host runtime and the precompiled header already installed
+    (once per user); the best of 3 CE forward modules, each new to its kernel cache."""
+    compile_new_ce_forward(tmp_path / "warm-up")  # builds the runtime and the precompiled header
+    builds = prebuilt.runtime_build_count()
+    cpu_s, wall_s = [], []
+    for i in range(3):
+        before = gxx_cpu_seconds()
+        wall_s.append(compile_new_ce_forward(tmp_path / str(i))[2]["compile_s"])
+        cpu_s.append(gxx_cpu_seconds() - before)
+    print(f"g++, CE forward module: {min(cpu_s) * 1e3:.0f} ms CPU, {min(wall_s) * 1e3:.0f} ms wall")
+    assert prebuilt.runtime_build_count() == builds  # the runtime is never rebuilt per module
+    assert min(cpu_s) <= 0.200
+
+
+def gxx_cpu_seconds() -> float:
+    """CPU time of this process's finished children (g++ and what it runs): steadier than wall
+    time on a loaded machine."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
