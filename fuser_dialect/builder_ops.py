@@ -33,6 +33,7 @@ from fuser_dialect.ops_compute import (
 )
 from fuser_dialect.ops_factory import DimOp, FullOp, IotaOp
 from fuser_dialect.ops_gather import GatherOp, IndexSelectOp, TakeAlongAxisOp
+from fuser_dialect.ops_scatter import ScatterOp
 from fuser_dialect.ops_layout import BroadcastInDimOp, BroadcastOp, ExpandOp, PermuteOp, ReshapeOp, SqueezeOp
 from fuser_dialect import ops_matmul
 from fuser_dialect.ops_random import NormalOp, RandomOp, UniformOp, is_number as _is_number
@@ -547,6 +548,19 @@ class Ops(CompositeOps):
 
     def index_select(self, arg: Tensor, index: Tensor, dim: int) -> Tensor:
         return self._index_op(IndexSelectOp, rules.index_select, "index_select", arg, index, dim)
+
+    def scatter(self, arg: Tensor, index: Tensor, src: Tensor | Scalar | float | int | bool, dim: int) -> Tensor:
+        """torch.scatter (nvFuser's argument order): `arg` with src[p] written at p with `dim`
+        replaced by index[p]; a number or Scalar src is that value at every index position.
+        Where index elements collide, the last along `dim` wins (fuser_dialect/ops_scatter.py)."""
+        arg = self._tensor(arg, "scatter: arg")
+        index = self._tensor(index, "scatter: index")
+        axis = _norm_dim("fuser.scatter", dim, arg.ndim)
+        if not isinstance(src, Tensor):
+            shape = [self.size(index, d) for d in range(index.ndim)]
+            src = self.full(shape, src, DataType(arg.type.dtype))
+        dims = rules.scatter("fuser.scatter", arg.type, index.type, src.type, axis)
+        return self._emit(ScatterOp(arg.value, index.value, src.value, axis, TensorType(arg.type.dtype, dims)))
 
     # -- scans and select (torch names: nvFuser offers cumsum only) ---------------------
     def _scan(self, kind: ScanKind, name: str, arg: Tensor, dim: int) -> Tensor:

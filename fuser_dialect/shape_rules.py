@@ -281,6 +281,32 @@ def take_along_axis(op: str, t: TensorType, index: TensorType, dim: int) -> tupl
     return tuple(dims)
 
 
+def scatter(op: str, t: TensorType, index: TensorType, src: TensorType, dim: int) -> tuple[int, ...]:
+    """torch.scatter: the result is the input with src[p] written at p with dim replaced by
+    index[p], for every position p of the index; index.size(d) <= src.size(d) for every d and
+    <= input.size(d) for d != dim. The result is shaped like the input."""
+    _check_index(op, index)
+    for what, other in (("index", index), ("src", src)):
+        if other.rank != t.rank:
+            raise ShapeError(
+                f"{op}: {what} {format_dims(other.shape)} has rank {other.rank} but the input "
+                f"{format_dims(t.shape)} has rank {t.rank}; they must have the same rank"
+            )
+    _check_axis(op, t, dim)
+    if src.dtype != t.dtype:
+        raise ShapeError(f"{op}: src dtype {src.dtype} differs from the input's {t.dtype}")
+    for d in range(t.rank):
+        i = index.static_extent(d)
+        if i is None:
+            continue
+        s, a = src.static_extent(d), t.static_extent(d)
+        if s is not None and i > s:
+            raise ShapeError(f"{op}: index extent {i} exceeds src extent {s} in dim {d}")
+        if d != dim and a is not None and i > a:
+            raise ShapeError(f"{op}: index extent {i} exceeds input extent {a} in dim {d} (only dim {dim} is scattered)")
+    return t.shape
+
+
 def index_select(op: str, t: TensorType, index: TensorType, dim: int) -> tuple[int, ...]:
     _check_index(op, index)
     if index.rank > 1:

@@ -36,6 +36,7 @@ from fuser_dialect import ops_layout as L
 from fuser_dialect import ops_random as RN
 from fuser_dialect import ops_resize as R
 from fuser_dialect import ops_scan as SC
+from fuser_dialect import ops_scatter as SCAT
 from fuser_dialect import ops_select as SE
 from fuser_dialect import ops_set as ST
 from fuser_dialect.extents import constant_value
@@ -565,6 +566,36 @@ class KernelEmitter:
         index_idx = [idx[op.axis]] if op.index.type.rank == 1 else []
         return (yield from self._lookup(op, idx, index_idx))
 
+    def op_ScatterOp(self, op: SCAT.ScatterOp, idx):
+        """A pull (fuser_dialect/ops_scatter.py): the input's element, replaced by src at the
+        last index element along dim naming this position. Only positions inside the index's
+        extents off dim can be named; an index value out of range names none, so no index
+        can make this kernel touch memory it does not own."""
+        dim, index = op.axis, op.index
+        t = X.COMPUTE_TYPE[op.result.type.dtype]
+        base = yield op.input, idx
+        self.s.counter += 1
+        name, k = f"u{self.s.counter}", f"k{self.s.counter}"
+        self.line(f"{t} {name} = {base};")
+        inside = [f"({idx[d].text}) < {self.extent(index, d)}" for d in range(index.type.rank)
+                  if d != dim and not _same_static_extent(index, op.input, d)]
+        self.s.cond_depth += 1
+        if inside:
+            self.open(f"if ({' && '.join(inside)})")
+        self.open(f"for (long long {k} = 0; {k} < {self.extent(index, dim)}; ++{k})")
+        at = list(idx)
+        at[dim] = scatter_position(k)
+        position = yield index, at
+        self.open(f"if ((long long)({position}) == ({idx[dim].text}))")
+        value = yield op.src, at
+        self.line(f"{name} = {value};")
+        self.close()
+        self.close()
+        if inside:
+            self.close()
+        self.s.cond_depth -= 1
+        return name
+
     # select and scans
     def select_position(self, op: SE.SelectOp) -> str:
         """The selected position in [0, extent): the index was range-checked before launch
@@ -712,6 +743,24 @@ def _lookup(op, idx, index_idx):
     return [Read(op.index, tuple(index_idx)), Read(op.input, tuple(src))]
 
 
+def scatter_position(text: str | None = None) -> Ix:
+    """The position along dim that a scatter's scan of its index is at: a loop variable of the
+    scatter's own loop, not of the domain (never hoisted, never a vector lane)."""
+    return computed((), text)
+
+
+def _same_static_extent(a: SSAValue, b: SSAValue, d: int) -> bool:
+    x, y = a.type.static_extent(d), b.type.static_extent(d)  # type: ignore[union-attr]
+    return x is not None and x == y and BROADCAST not in (a.type.shape[d], b.type.shape[d])  # type: ignore[union-attr]
+
+
+def _scatter(op: SCAT.ScatterOp, idx):
+    at = list(idx)
+    at[op.axis] = scatter_position()
+    return [Read(op.input, tuple(idx)), Read(op.index, tuple(at), conditional=True),
+            Read(op.src, tuple(at), conditional=True)]
+
+
 def _index_select(op: G.IndexSelectOp, idx):
     return _lookup(op, idx, [idx[op.axis]] if op.index.type.rank == 1 else [])
 
@@ -754,6 +803,7 @@ ACCESS_RULES: dict[type[Operation], Callable[[Operation, tuple[Ix, ...]], list[R
     G.GatherOp: lambda op, idx: _lookup(op, idx, idx),
     G.TakeAlongAxisOp: lambda op, idx: _lookup(op, idx, idx),
     G.IndexSelectOp: _index_select,
+    SCAT.ScatterOp: _scatter,
     SE.SelectOp: _select,
     SC.ScanOp: _nothing,  # inside its kernel a scan result is a register
     F.IotaOp: _nothing,
@@ -785,6 +835,7 @@ EMITTERS: dict[type[Operation], object] = {
     G.GatherOp: KernelEmitter.op_GatherOp,
     G.TakeAlongAxisOp: KernelEmitter.op_TakeAlongAxisOp,
     G.IndexSelectOp: KernelEmitter.op_IndexSelectOp,
+    SCAT.ScatterOp: KernelEmitter.op_ScatterOp,
     SE.SelectOp: KernelEmitter.op_SelectOp,
     SC.ScanOp: KernelEmitter.op_ScanOp,
     F.IotaOp: KernelEmitter.op_IotaOp,

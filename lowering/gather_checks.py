@@ -1,6 +1,6 @@
 """Out-of-range indices are an error before launch, never a silent out-of-bounds read.
 
-The index of every gather / take_along_axis / index_select is computed on the host from the
+The index of every gather / take_along_axis / index_select / scatter is computed on the host from the
 fusion inputs (its producer cone: typically labels → where(ne, y, 0) → broadcast, tensors of
 the index's size) and checked against the extent it indexes, on EVERY call (index values change
 between calls with the same signature, so a launch plan runs these checks too).
@@ -31,6 +31,7 @@ from fuser_dialect.inputs import arg_label, to_numpy
 from fuser_dialect.interpreter import backward_slice, evaluate_values
 from fuser_dialect.ops_compute import BinaryKind, BinaryOp, CastOp, ReductionOp, WhereOp
 from fuser_dialect.ops_gather import GatherOp, IndexSelectOp, TakeAlongAxisOp
+from fuser_dialect.ops_scatter import ScatterOp
 from fuser_dialect.ops_layout import BroadcastInDimOp, BroadcastOp, ExpandOp, PermuteOp, ReshapeOp, SqueezeOp
 from fuser_dialect.types import TensorType, numpy_dtype
 
@@ -41,7 +42,7 @@ _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def index_ops(fusion: func.FuncOp) -> list:
-    return [op for op in fusion.body.block.ops if isinstance(op, (GatherOp, TakeAlongAxisOp, IndexSelectOp))]
+    return [op for op in fusion.body.block.ops if isinstance(op, (GatherOp, TakeAlongAxisOp, IndexSelectOp, ScatterOp))]
 
 
 def _integer_dtype(v: SSAValue) -> np.dtype | None:

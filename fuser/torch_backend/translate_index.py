@@ -1,6 +1,7 @@
 """Indexing ops → fd.ops: gather (cross-entropy's target pick; fuser fuses it into the
-log-softmax kernel), index_select, and scatter of one element per row (nll_loss's backward
-writes -1 at each target: a one-hot, built as where(iota == index, value, base))."""
+log-softmax kernel), index_select, and scatter (nll_loss's backward writes -1 at each target:
+one element per row, built as a one-hot where(iota == index, value, base); any other scatter
+is fd.ops.scatter)."""
 
 from __future__ import annotations
 
@@ -29,28 +30,26 @@ def translate_index_select(tx, node):
     return tx.ops.index_select(x, index, node.args[1] % x.ndim)
 
 
-def _one_per_row(node):
-    """scatter is translated only where each output row along dim receives one value: the
-    index has extent 1 on dim and the base's extent elsewhere."""
+def _one_per_row(node) -> bool:
+    """Each output row along dim receives one value: the index has extent 1 on dim and the
+    base's extent elsewhere (nll_loss's backward). Then scatter is a one-hot select, which
+    fuses into row kernels (a general scatter fuses into pointwise kernels only)."""
     base, index = node.args[0].meta["val"], node.args[2].meta["val"]
     dim = node.args[1] % base.dim()
-    if index.dtype != torch.int64:
-        return f"scatter with a {index.dtype} index"
     if index.dim() != base.dim() or size_hint(index.shape[dim]) != 1:
-        return "scatter with more than one index per row"
-    for d in range(base.dim()):
-        if d != dim and size_hint(index.shape[d]) != size_hint(base.shape[d]):
-            return "scatter with an index smaller than its base"
-    if node.target == aten.scatter.src and list(node.args[3].meta["val"].shape) != list(index.shape):
-        return "scatter whose src and index shapes differ"
-    return None
+        return False
+    if any(size_hint(index.shape[d]) != size_hint(base.shape[d]) for d in range(base.dim()) if d != dim):
+        return False
+    return node.target != aten.scatter.src or list(node.args[3].meta["val"].shape) == list(index.shape)
 
 
-@translates(aten.scatter.value, aten.scatter.src, check=_one_per_row)
+@translates(aten.scatter.value, aten.scatter.src, check=lambda node: _int64_index(node, 2))
 def translate_scatter(tx, node):
     base, index = tx.tensor(node.args[0]), tx.tensor(node.args[2])
     dim = node.args[1] % base.ndim
+    src = tx.value(node.args[3])
+    if not _one_per_row(node):
+        return tx.ops.scatter(base, index, src, dim)
     positions = tx.ops.iota(tx.extent(base, dim), dtype=fuser_dtype(torch.int64))
     positions = tx.ops.broadcast(positions, [d != dim for d in range(base.ndim)])
-    src = tx.value(node.args[3])
     return tx.ops.where(tx.ops.eq(positions, index), src, base)

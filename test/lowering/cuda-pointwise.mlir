@@ -80,3 +80,25 @@ func.func @groups(%x: !fuser.tensor<?x?xf32>) -> (!fuser.tensor<?x?xf32>, !fuser
 // CHECK-NEXT:      fuser_st(out{{[0-9]+}}, (i0) * st{{[0-9]+}} + (i1) * st{{[0-9]+}}, [[P]]);
 // CHECK-NOT:   blockIdx.z == 2
 // CHECK:       FUSER_HOST_LAUNCHER(fuser_kernel_0_pointwise)
+
+// -----
+
+// scatter is a pull: each element starts from the input and scans the index along dim for the
+// last element naming it, inside the index's extent off dim (a smaller index scatters less).
+func.func @scatter(%x: !fuser.tensor<?x?xf32>, %i: !fuser.tensor<?x?xi64>, %s: !fuser.tensor<?x?xf32>) -> !fuser.tensor<?x?xf32> {
+  %r = fuser.scatter %x[%i] = %s dim 1 : (!fuser.tensor<?x?xf32>, !fuser.tensor<?x?xi64>, !fuser.tensor<?x?xf32>) -> !fuser.tensor<?x?xf32>
+  func.return %r : !fuser.tensor<?x?xf32>
+}
+// CHECK-LABEL: // kernel 0 of @scatter: pointwise
+// CHECK:         const float [[X:v[0-9]+]] = fuser_ld(in{{[0-9]+}}, (i0) * st{{[0-9]+}} + (i1) * st{{[0-9]+}});
+// CHECK-NEXT:    float [[R:u[0-9]+]] = [[X]];
+// CHECK-NEXT:    if ((i0) < ext{{[0-9]+}}) {
+// CHECK-NEXT:      for (long long [[K:k[0-9]+]] = 0; [[K]] < ext{{[0-9]+}}; ++[[K]]) {
+// CHECK-NEXT:        const long long [[P:v[0-9]+]] = fuser_ld(in{{[0-9]+}}, (i0) * st{{[0-9]+}} + ([[K]]) * st{{[0-9]+}});
+// CHECK-NEXT:        if ((long long)([[P]]) == (i1)) {
+// CHECK-NEXT:          const float [[S:v[0-9]+]] = fuser_ld(in{{[0-9]+}}, (i0) * st{{[0-9]+}} + ([[K]]) * st{{[0-9]+}});
+// CHECK-NEXT:          [[R]] = [[S]];
+// CHECK-NEXT:        }
+// CHECK-NEXT:      }
+// CHECK-NEXT:    }
+// CHECK-NEXT:    fuser_st(out{{[0-9]+}}, (i0) * st{{[0-9]+}} + (i1) * st{{[0-9]+}}, [[R]]);

@@ -118,14 +118,15 @@
 // SAME-NEXT:  }
 
 // --- static and symbolic extents unified ----------------------------------------------------------------
-// x is tied to the static 4x8 by the mul; the reduction keeps 4 rows; `fuser.dim` of the now
+// x is tied to the static 4x8 by the mul, w to 8 by the expand that this run decides does not
+// expand; the reduction keeps 4 rows; `fuser.dim` of the now
 // static dim 1 is gone and the full it sized is static.
 // STATIC-LABEL: func.func @static_broadcast
-// STATIC-SAME:    (%x: !fuser.tensor<4x8xf32>, %w: !fuser.tensor<?xf32>, %y: !fuser.tensor<?x?xf32>) -> (!fuser.tensor<4x8xf32>, !fuser.tensor<?x?xf32>, !fuser.tensor<8xf32>)
+// STATIC-SAME:    (%x: !fuser.tensor<4x8xf32>, %w: !fuser.tensor<8xf32>, %y: !fuser.tensor<?x?xf32>) -> (!fuser.tensor<4x8xf32>, !fuser.tensor<?x?xf32>, !fuser.tensor<8xf32>)
 // STATIC-NEXT:    %s = fuser.reduction sum %x dims [1] keepdim : !fuser.tensor<4x8xf32> -> !fuser.tensor<4xbxf32>
 // STATIC-NEXT:    %c = fuser.binary sub %x, %s : (!fuser.tensor<4x8xf32>, !fuser.tensor<4xbxf32>) -> !fuser.tensor<4x8xf32>
-// STATIC-NEXT:    %wb = fuser.broadcast_in_dim %w dims [1] : !fuser.tensor<?xf32> -> !fuser.tensor<bx?xf32>
-// STATIC-NEXT:    %we = fuser.expand %wb : !fuser.tensor<bx?xf32> -> !fuser.tensor<4x8xf32>
+// STATIC-NEXT:    %wb = fuser.broadcast_in_dim %w dims [1] : !fuser.tensor<8xf32> -> !fuser.tensor<bx8xf32>
+// STATIC-NEXT:    %we = fuser.expand %wb : !fuser.tensor<bx8xf32> -> !fuser.tensor<4x8xf32>
 // STATIC-NEXT:    %o = fuser.binary mul %c, %we : (!fuser.tensor<4x8xf32>, !fuser.tensor<4x8xf32>) -> !fuser.tensor<4x8xf32>
 // STATIC-NEXT:    %e = fuser.unary exp %y : !fuser.tensor<?x?xf32> -> !fuser.tensor<?x?xf32>
 // STATIC-NOT:     fuser.dim
