@@ -20,7 +20,7 @@ piece (None) is what test/pytest/test_op_table.py reports.
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from xdsl.ir import Operation, SSAValue

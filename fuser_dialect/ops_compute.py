@@ -17,7 +17,7 @@ import numpy as np
 
 from xdsl.dialects.builtin import DenseArrayBase, UnitAttr, i64
 from xdsl.dialects.utils import EnumAttribute
-from xdsl.ir import Operation, SpacedOpaqueSyntaxAttribute, SSAValue
+from xdsl.ir import Attribute, Operation, SpacedOpaqueSyntaxAttribute, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_attr_definition,
@@ -296,7 +296,7 @@ class WhereOp(IRDLOperation):
         super().__init__(operands=[cond, lhs, rhs], result_types=[result_type])
 
     def verify_(self) -> None:
-        tensors = _tensor_operands(self, [("condition", self.cond), ("lhs", self.lhs), ("rhs", self.rhs)])
+        _tensor_operands(self, [("condition", self.cond), ("lhs", self.lhs), ("rhs", self.rhs)])
         if _dtype(self.cond) != "i1":
             raise VerifyException(f"{self.name}: condition must have dtype i1, got {_dtype(self.cond)}")
         value_tensors = [v.type for v in (self.lhs, self.rhs) if isinstance(v.type, TensorType)]
@@ -328,33 +328,43 @@ class CastOp(IRDLOperation):
         check_result(self, t.shape, result.dtype)
 
 
-@irdl_op_definition
-class ReductionOp(IRDLOperation):
-    """sum/prod/max/min over `dims`; keepdim leaves broadcast dims in their place.
-    f16/bf16 inputs accumulate in f32 and round once at the end."""
+class DimsReduction(IRDLOperation):
+    """What the reductions over `dims` share (fuser.reduction, fuser.welford): one input, the
+    reduced dims (sorted), and keepdim, which leaves broadcast dims in their place."""
 
-    name = "fuser.reduction"
-    kind = prop_def(ReductionKindAttr)
     input = operand_def(TensorType)
     dims = prop_def(DenseArrayBase.constr(i64))
     keepdim = opt_prop_def(UnitAttr)
     result = result_def(TensorType)
     traits = traits_def(Pure())
-    assembly_format = "$kind $input `dims` $dims (`keepdim` $keepdim^)? attr-dict `:` type($input) `->` type($result)"
 
-    def __init__(self, kind: ReductionKind, input: SSAValue, dims: list[int], keepdim: bool, result_type: TensorType):
-        props = {"kind": ReductionKindAttr(kind), "dims": DenseArrayBase.from_list(i64, sorted(dims))}
+    def __init__(self, kind: tuple[str, Attribute], input: SSAValue, dims: list[int], keepdim: bool,
+                 result_type: TensorType):
+        props = {kind[0]: kind[1], "dims": DenseArrayBase.from_list(i64, sorted(dims))}
         if keepdim:
             props["keepdim"] = UnitAttr()
         super().__init__(operands=[input], result_types=[result_type], properties=props)
 
     @property
-    def op_kind(self) -> ReductionKind:
-        return self.kind.data
-
-    @property
     def reduced_dims(self) -> tuple[int, ...]:
         return self.dims.get_values()
+
+
+@irdl_op_definition
+class ReductionOp(DimsReduction):
+    """sum/prod/max/min over `dims`; keepdim leaves broadcast dims in their place.
+    f16/bf16 inputs accumulate in f32 and round once at the end."""
+
+    name = "fuser.reduction"
+    kind = prop_def(ReductionKindAttr)
+    assembly_format = "$kind $input `dims` $dims (`keepdim` $keepdim^)? attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, kind: ReductionKind, input: SSAValue, dims: list[int], keepdim: bool, result_type: TensorType):
+        super().__init__(("kind", ReductionKindAttr(kind)), input, dims, keepdim, result_type)
+
+    @property
+    def op_kind(self) -> ReductionKind:
+        return self.kind.data
 
     def verify_(self) -> None:
         t = tensor_type(self, self.input, "input")

@@ -30,27 +30,20 @@ from __future__ import annotations
 from enum import auto
 
 import numpy as np
-from xdsl.dialects.builtin import DenseArrayBase, UnitAttr, i64
 from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import SpacedOpaqueSyntaxAttribute, SSAValue
 from xdsl.irdl import (
-    IRDLOperation,
     irdl_attr_definition,
     irdl_op_definition,
-    operand_def,
-    opt_prop_def,
     prop_def,
-    result_def,
-    traits_def,
 )
-from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
 from fuser_dialect.interpreter import Value, cast_array, result_dtype
 from fuser_dialect.op_base import check_result, tensor_type
 from fuser_dialect.op_table import NotApplicable, follow_ties, op_title, register, result_dims
-from fuser_dialect.ops_compute import _plan_reduction, _reduction_shape, _reduction_ties
+from fuser_dialect.ops_compute import DimsReduction, _plan_reduction, _reduction_shape, _reduction_ties
 from fuser_dialect.types import FLOAT_DTYPES, TensorType
 
 
@@ -71,32 +64,20 @@ def accumulation_dtype(dtype: str) -> str:
 
 
 @irdl_op_definition
-class WelfordOp(IRDLOperation):
+class WelfordOp(DimsReduction):
     """One statistic of the Welford reduction of `input` over `dims` (see the module
     docstring); keepdim leaves broadcast dims in place of the reduced ones."""
 
     name = "fuser.welford"
     stat = prop_def(WelfordStatAttr)
-    input = operand_def(TensorType)
-    dims = prop_def(DenseArrayBase.constr(i64))
-    keepdim = opt_prop_def(UnitAttr)
-    result = result_def(TensorType)
-    traits = traits_def(Pure())
     assembly_format = "$stat $input `dims` $dims (`keepdim` $keepdim^)? attr-dict `:` type($input) `->` type($result)"
 
     def __init__(self, stat: WelfordStat, input: SSAValue, dims: list[int], keepdim: bool, result_type: TensorType):
-        props = {"stat": WelfordStatAttr(stat), "dims": DenseArrayBase.from_list(i64, sorted(dims))}
-        if keepdim:
-            props["keepdim"] = UnitAttr()
-        super().__init__(operands=[input], result_types=[result_type], properties=props)
+        super().__init__(("stat", WelfordStatAttr(stat)), input, dims, keepdim, result_type)
 
     @property
     def op_kind(self) -> WelfordStat:
         return self.stat.data
-
-    @property
-    def reduced_dims(self) -> tuple[int, ...]:
-        return self.dims.get_values()
 
     def verify_(self) -> None:
         t = tensor_type(self, self.input, "input")

@@ -15,7 +15,7 @@ from functools import cached_property
 
 from xdsl.ir import Operation, SSAValue
 
-from fuser_dialect.types import BROADCAST, TensorType
+from fuser_dialect.types import BROADCAST
 from fuser.lowering.emit_cuda import ACCESS_RULES
 from fuser.lowering.index import ZERO, Ix, depends_only_on, loop_var, structural_key
 from fuser.lowering.kernel import DROP, FULL, KEEP, KernelPlan

@@ -90,6 +90,37 @@ template <typename T> __device__ __forceinline__ void fuser_online_merge(T& m, T
 template <typename T> __device__ __forceinline__ void fuser_online_update(T& m, T& s, T x) {
   fuser_online_merge(m, s, x, (T)1);
 }
+// Welford / Chan et al.: (count, mean, M2 = sum of squared deviations from the mean) of one
+// more element / another partial triple. One pass, and stable where sum(x^2) - sum(x)^2 / n
+// cancels catastrophically.
+template <typename T> __device__ __forceinline__ void fuser_welford_merge(T& n, T& mean, T& m2, T n2, T mean2, T m22) {
+  const T total = n + n2;
+  if (total == (T)0) return;
+  const T delta = mean2 - mean, w = n2 / total;
+  mean = mean + delta * w;
+  m2 = m2 + m22 + delta * delta * n * w;
+  n = total;
+}
+// One more element, the statistics kept of x - shift, shift = the first element folded.
+template <typename T> __device__ __forceinline__ void fuser_welford_update(T& n, T& mean, T& m2, T& shift, T x) {
+  if (n == (T)0) shift = x;
+  const T y = x - shift;
+  n = n + (T)1;
+  const T delta = y - mean;
+  mean = mean + delta / n;
+  m2 = m2 + delta * (y - mean);
+}
+// Before a block merges its threads' Welford partials: every thread's mean re-expressed against
+// thread 0's shift (shifts are elements of one row, so their difference is nearly exact), so the
+// merge works on values of the row's spread, not its magnitude. Uses smem[0].
+template <typename T> __device__ __forceinline__ void fuser_welford_common_shift(T n, T& mean, T& shift, T* smem) {
+  if (threadIdx.x == 0) smem[0] = shift;
+  __syncthreads();
+  const T common = smem[0];
+  __syncthreads();
+  mean = n == (T)0 ? (T)0 : mean + (shift - common);
+  shift = common;
+}
 // Lane 0's value for the whole warp (a row-level load done once per warp, not per thread).
 template <typename T> __device__ __forceinline__ T fuser_lane0(T v) { return __shfl_sync(0xffffffffu, v, 0); }
 __device__ __forceinline__ bool fuser_lane0(bool v) { return __shfl_sync(0xffffffffu, (int)v, 0) != 0; }
@@ -119,6 +150,26 @@ __device__ __forceinline__ void fuser_block_reduce_online(T& m, T& s, T* smem) {
   for (int off = 16; off > 0; off >>= 1) {
     const T m2 = __shfl_xor_sync(0xffffffffu, m, off), s2 = __shfl_xor_sync(0xffffffffu, s, off);
     fuser_online_merge(m, s, m2, s2);
+  }
+  __syncthreads();
+}
+template <typename T>
+__device__ __forceinline__ void fuser_block_reduce_welford(T& n, T& mean, T& m2, T* smem) {
+  for (int off = 16; off > 0; off >>= 1) {
+    const T n2 = __shfl_xor_sync(0xffffffffu, n, off), mean2 = __shfl_xor_sync(0xffffffffu, mean, off),
+            m22 = __shfl_xor_sync(0xffffffffu, m2, off);
+    fuser_welford_merge(n, mean, m2, n2, mean2, m22);
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  if (lane == 0) { smem[warp] = n; smem[32 + warp] = mean; smem[64 + warp] = m2; }
+  __syncthreads();
+  n = lane < warps ? smem[lane] : (T)0;
+  mean = lane < warps ? smem[32 + lane] : (T)0;
+  m2 = lane < warps ? smem[64 + lane] : (T)0;
+  for (int off = 16; off > 0; off >>= 1) {
+    const T n2 = __shfl_xor_sync(0xffffffffu, n, off), mean2 = __shfl_xor_sync(0xffffffffu, mean, off),
+            m22 = __shfl_xor_sync(0xffffffffu, m2, off);
+    fuser_welford_merge(n, mean, m2, n2, mean2, m22);
   }
   __syncthreads();
 }

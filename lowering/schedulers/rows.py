@@ -10,7 +10,8 @@ Schedule (`RowSchedule`, chosen from the run-time extents):
   registers (`iters` is a compile-time trip count; which loads, the kernel analysis says),
   so a normalization reads its input once; such kernels loop over rows with `PERSISTENT_GRID`
   blocks, keeping row-invariant loads (weights) in registers across rows. Longer rows fuse
-  `max` and `sum(exp(x - max))` into one online pass; other phases re-read the row.
+  `max` and `sum(exp(x - max))` into one online pass, and `sum(x)` and `sum((x - m)^2)` (m a
+  mean: welford, var, layer-norm) into one Welford pass; other phases re-read the row.
 - the innermost dim is kept: one thread per row, a serial loop over the reduced elements.
 
 Kernel shape: for each row: one phase per reduction (a loop over the row + a block
@@ -298,7 +299,7 @@ class RowScheduler(SchedulerUnit):
         em.keep_invariants = schedule.invariants
         kernel = _RowKernel(em)
         kernel.emit()
-        shared = [f"  __shared__ {t} {SMEM_NAME[t]}[64];" for t in sorted(kernel.smem_types)]
+        shared = [f"  __shared__ {t} {SMEM_NAME[t]}[{kernel.smem_words}];" for t in sorted(kernel.smem_types)]
         if kernel.grid_combined:
             shared += shared_declarations()
         if shared_bytes:
@@ -387,6 +388,7 @@ class _RowKernel:
         self.split = em.schedule.split
         self.persistent = self.block_per_row and em.schedule.iters > 0
         self.smem_types: set[str] = set()
+        self.smem_words = 64  # per warp: 32 slots for each of the (at most 2) values combined
         self.r: dict[int, Ix] = {}
         self.grid_accs = [_accumulator(f"gacc{j}", red) for j, red in enumerate(plan.grid_reductions)]
         self.grid_combined = False
@@ -443,10 +445,13 @@ class _RowKernel:
         em.hoist_here(allowed=set(self.kept), warp_broadcast=self.block_per_row)
         reductions = plan.row_reductions
         online = online_softmax_pairs(reductions) if not self.persistent else {}
-        merged = set(online.values())
+        welford = welford_pairs(reductions, set(online) | set(online.values())) if not self.persistent else {}
+        merged = set(online.values()) | {second for second, _ in welford.values()}
         for phase, red in enumerate(reductions):
             if red in online:
                 self.online_phase(phase, red, online[red], o)
+            elif red in welford:
+                self.welford_phase(phase, red, *welford[red], o)
             elif red not in merged:
                 self.phase(phase, red, o)
         self.store_full(len(reductions), o)
@@ -539,13 +544,15 @@ class _RowKernel:
         self.result_register(red, acc.name)
 
     def reduce_row(self, phase: int, root: SSAValue, o: dict[int, Ix], acc_t: str,
-                   accumulate: Callable[[str], str], block_combine: str) -> None:
-        """One phase: every thread folds its elements of `root` into its accumulators, then
-        (a block per row) the block combines them through shared memory."""
+                   accumulate: Callable[[str], str], block_combine: str, after_loop: str = "") -> None:
+        """One phase: every thread folds its elements of `root` into its accumulators (then
+        runs `after_loop`), then (a block per row) the block combines them through shared memory."""
         em = self.em
         self.open_loop(phase)
         em.line(accumulate(em.emit(root, self.full_idx(o))))
         self.close_loop()
+        if after_loop:
+            em.line(after_loop)
         if self.block_per_row:
             self.smem_types.add(acc_t)
             em.line(block_combine)
@@ -570,6 +577,32 @@ class _RowKernel:
                         f"fuser_block_reduce_online({m}, {s}, {SMEM_NAME[t]});")
         self.result_register(red_max, m)
         self.result_register(red_sum, s)
+
+
+    def welford_phase(self, phase: int, red_sum: C.ReductionOp, red_squares: C.ReductionOp, center: SSAValue,
+                      o: dict[int, Ix]) -> None:
+        """sum(x) and sum((x - c)^2) in ONE pass over the row (Welford), c a per-row value
+        computed from sum(x) alone (a mean): sum(x) = n * mean, and sum((x - c)^2) =
+        M2 + n * (mean - c)^2, which is exact whatever c is and M2 alone when c is the mean.
+        Used when the row does not stay on chip, so var / var_mean / welford read x once."""
+        em = self.em
+        t = _accumulator_type(red_sum.input.type.dtype)
+        n, mean, m2, shift = f"acc{phase}n", f"acc{phase}a", f"acc{phase}q", f"acc{phase}k"
+        for name in (n, mean, m2, shift):
+            em.line(f"{t} {name} = ({t})0;")
+        self.smem_words = 96
+        # Statistics of x - shift (a thread's first element; for the block merge thread 0's):
+        # rounding then scales with the spread of the row, not with its magnitude.
+        smem = SMEM_NAME[t]
+        rebase = f"fuser_welford_common_shift({n}, {mean}, {shift}, {smem});" if self.block_per_row else ""
+        self.reduce_row(phase, red_sum.input, o, t,
+                        lambda x: f"fuser_welford_update({n}, {mean}, {m2}, {shift}, ({t}){x});",
+                        f"fuser_block_reduce_welford({n}, {mean}, {m2}, {smem});", after_loop=rebase)
+        em.line(f"{mean} += {shift};")
+        self.result_register(red_sum, f"({mean} * {n})")
+        c = em.emit(center, self.row_idx(center, o))
+        deviation = em.tmp(t, f"({mean} - ({t}){c})", "dev")
+        self.result_register(red_squares, f"({m2} + {n} * {deviation} * {deviation})")
 
 
 def _is_max_result(value, red_max: C.ReductionOp) -> bool:
@@ -597,5 +630,51 @@ def online_softmax_pairs(reductions: list[C.ReductionOp]) -> dict[C.ReductionOp,
             if (isinstance(sub, C.BinaryOp) and sub.op_kind == C.BinaryKind.SUB and sub.lhs is m.input
                     and _is_max_result(sub.rhs, m) and exp.result.type.dtype == m.input.type.dtype):
                 pairs[m] = s
+                break
+    return pairs
+
+
+_ROW_VALUE_OPS = (*_ELEMENTWISE, L.BroadcastOp, L.SqueezeOp)
+
+
+def _computed_from(value: SSAValue, root: SSAValue) -> bool:
+    """`value` is computed from `root` and scalars alone, by elementwise ops, broadcasts and
+    squeezes (a mean from a sum: sum / n, sum * (1 / n), broadcast back over the row)."""
+    stack, seen = [value], set()
+    while stack:
+        v = stack.pop()
+        if v is root or v in seen or not isinstance(v.type, TensorType):
+            continue
+        seen.add(v)
+        op = v.owner
+        if not isinstance(op, _ROW_VALUE_OPS):
+            return False
+        stack += op.operands
+    return True
+
+
+def welford_pairs(reductions: list[C.ReductionOp], taken: set[C.ReductionOp]
+                  ) -> dict[C.ReductionOp, tuple[C.ReductionOp, SSAValue]]:
+    """sum reductions S of a float x paired with a later sum of (x - c) * (x - c) over the same
+    dims, c computed from S alone (decompose-welford's var_sum, a layer-norm's variance):
+    S -> (that reduction, c). Reductions in `taken` are already merged otherwise."""
+    pairs: dict[C.ReductionOp, tuple[C.ReductionOp, SSAValue]] = {}
+    used: set[C.ReductionOp] = set(taken)
+    for s in reductions:
+        if s in used or s.op_kind != C.ReductionKind.SUM or s.input.type.dtype not in ("f32", "f64"):
+            continue
+        for q in reductions:
+            if q in used or q is s or q.op_kind != C.ReductionKind.SUM or q.reduced_dims != s.reduced_dims:
+                continue
+            square = q.input.owner
+            if not (isinstance(square, C.BinaryOp) and square.op_kind == C.BinaryKind.MUL and square.lhs is square.rhs):
+                continue
+            deviation = square.lhs.owner
+            if not (isinstance(deviation, C.BinaryOp) and deviation.op_kind == C.BinaryKind.SUB
+                    and deviation.lhs is s.input and isinstance(deviation.rhs.type, TensorType)):
+                continue
+            if q.input.type.dtype == s.input.type.dtype and _computed_from(deviation.rhs, s.result):
+                pairs[s] = (q, deviation.rhs)
+                used |= {s, q}
                 break
     return pairs

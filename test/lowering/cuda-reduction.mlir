@@ -77,3 +77,51 @@ func.func @outer_sum(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<bx?xf32> {
 // CHECK-NOT:     fuser_block_reduce
 // CHECK:         fuser_st(out{{[0-9]+}}, (o1) * st{{[0-9]+}}, red{{[0-9]+}});
 // CHECK:       FUSER_HOST_LAUNCHER(fuser_kernel_0_reduction)
+
+// -----
+
+// A variance: sum(x), then sum((x - mean)^2) with mean = sum / n. Rows kept on chip (1024): two
+// phases over the kept row. Longer rows (65536) are one Welford pass (count, mean, M2 of each
+// thread's elements shifted by its first one, re-expressed against thread 0's shift, then Chan's
+// merge across the block), so x is read once; the second sum is M2 + n * (mean - c)^2 for the
+// IR's own center c.
+func.func @variance(%x: !fuser.tensor<?x?xf32>) -> (!fuser.tensor<?xbxf32>, !fuser.tensor<?xf32>) {
+  %s = fuser.reduction sum %x dims [1] keepdim : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xbxf32>
+  %n = fuser.dim %x, 1 : !fuser.tensor<?x?xf32>
+  %m = fuser.binary div %s, %n : (!fuser.tensor<?xbxf32>, i64) -> !fuser.tensor<?xbxf32>
+  %d = fuser.binary sub %x, %m : (!fuser.tensor<?x?xf32>, !fuser.tensor<?xbxf32>) -> !fuser.tensor<?x?xf32>
+  %q = fuser.binary mul %d, %d : (!fuser.tensor<?x?xf32>, !fuser.tensor<?x?xf32>) -> !fuser.tensor<?x?xf32>
+  %v = fuser.reduction sum %q dims [1] : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xf32>
+  func.return %m, %v : !fuser.tensor<?xbxf32>, !fuser.tensor<?xf32>
+}
+// CHECK-LABEL: // kernel 0 of @variance: inner_persistent
+// CHECK-NOT:   fuser_welford
+// CHECK:       fuser_block_reduce(acc0, FuserSumOp(), (float)0, fuser_smem_f);
+// CHECK:       fuser_block_reduce(acc1, FuserSumOp(), (float)0, fuser_smem_f);
+// LONG-LABEL:  // kernel 0 of @variance: inner_persistent
+// LONG:          __shared__ float fuser_smem_f[96];
+// LONG:          for (long long rl = threadIdx.x; rl < rlen; rl += blockDim.x) {
+// LONG:            fuser_welford_update(acc0n, acc0a, acc0q, acc0k, (float)v{{[0-9]+}});
+// LONG-NEXT:     }
+// LONG-NEXT:     fuser_welford_common_shift(acc0n, acc0a, acc0k, fuser_smem_f);
+// LONG-NEXT:     fuser_block_reduce_welford(acc0n, acc0a, acc0q, fuser_smem_f);
+// LONG-NEXT:     acc0a += acc0k;
+// LONG-NEXT:     const float [[SUM:red[0-9]+]] = (float)(acc0a * acc0n);
+// LONG:          const float [[DEV:dev[0-9]+]] = (acc0a - (float){{t[0-9]+}});
+// LONG-NEXT:     const float red{{[0-9]+}} = (float)(acc0q + acc0n * [[DEV]] * [[DEV]]);
+// LONG-NOT:      fuser_block_reduce(
+
+// -----
+
+// Must not become a Welford pass: the center comes from another input, not from sum(x).
+func.func @not_a_variance(%x: !fuser.tensor<?x?xf32>, %c: !fuser.tensor<?xbxf32>) -> (!fuser.tensor<?xf32>, !fuser.tensor<?xf32>) {
+  %s = fuser.reduction sum %x dims [1] : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xf32>
+  %d = fuser.binary sub %x, %c : (!fuser.tensor<?x?xf32>, !fuser.tensor<?xbxf32>) -> !fuser.tensor<?x?xf32>
+  %q = fuser.binary mul %d, %d : (!fuser.tensor<?x?xf32>, !fuser.tensor<?x?xf32>) -> !fuser.tensor<?x?xf32>
+  %v = fuser.reduction sum %q dims [1] : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xf32>
+  func.return %s, %v : !fuser.tensor<?xf32>, !fuser.tensor<?xf32>
+}
+// LONG-LABEL:  // kernel 0 of @not_a_variance: reduction
+// LONG-NOT:      fuser_welford
+// LONG:          fuser_block_reduce(acc0, FuserSumOp(), (float)0, fuser_smem_f);
+// LONG:          fuser_block_reduce(acc1, FuserSumOp(), (float)0, fuser_smem_f);

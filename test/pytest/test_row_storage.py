@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from fuser import DataType, FusionDefinition
+from fuser import FusionDefinition
 from fuser.lowering import compile as cc
 from fuser.lowering.render import render
 from fuser.lowering.schedulers.rows import REGISTER_ITERS, SHARED_ROW_BYTES, SharedRowStorage

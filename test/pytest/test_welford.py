@@ -2,8 +2,8 @@
 torch.var / torch.var_mean, on the "reference" backend (the numpy interpreter of fuser.welford)
 and the "cpu" backend (the generated CUDA C of its decomposition, passes/decompose_welford.py):
 dims, keepdim, corrections, static and dynamic shapes, every float dtype; a case where the naive
-E[x^2] - E[x]^2 fails in f32; and a layer-norm written with var_mean as one kernel reading its
-input once."""
+E[x^2] - E[x]^2 fails in f32; a layer-norm written with var_mean as one kernel reading its
+input once; rows too long to keep on chip as one Welford pass."""
 
 from __future__ import annotations
 
@@ -187,6 +187,42 @@ def test_layer_norm_with_var_mean_is_one_kernel_reading_its_input_once(dtype, sh
     _assert_close(y, want, dtype, "layer_norm")
     (ref,) = fd.execute([x], backend="reference")
     _assert_close(ref, want, dtype, "layer_norm (reference)")
+
+
+@pytest.mark.skipif(not cpu_compiler_available(), reason="no g++ (C++20) for the cpu backend")
+@pytest.mark.parametrize("shape,dims", [((4, 70000), [1]), ((96, 300), [0]), ((3, 5, 40000), [0, 2])],
+                         ids=["long-rows", "outer", "batch-norm-like"])
+def test_rows_off_chip_are_one_welford_pass(shape, dims):
+    """Rows too long to keep on chip (and outer reductions, a thread per column): var_mean is
+    one Welford pass, so the input is read once; on rows of 1e4 + noise, where a naive one-pass
+    formula loses every digit, it stays within 2e-6 of the f64 variance (f32 two-pass: ~1e-7)."""
+    rng = np.random.default_rng(11)
+    x = (1e4 + 0.1 * rng.standard_normal(shape)).astype(np.float32)
+    with FusionDefinition() as fd:
+        t = fd.define_tensor(shape=[-1] * len(shape))
+        var, mean = fd.ops.var_mean(t, dims, correction=1)
+        fd.add_output(var)
+        fd.add_output(mean)
+    var, mean = fd.execute([x], backend="cpu")
+    (kernel,) = fd.last_kernels()
+    assert "fuser_welford_update" in kernel.source
+    assert kernel.bytes_loaded == x.nbytes
+    want_var, want_mean = torch.var_mean(torch.from_numpy(x).double(), dim=dims, correction=1)
+    np.testing.assert_allclose(var, want_var.numpy(), rtol=2e-6)
+    np.testing.assert_allclose(mean, want_mean.numpy(), rtol=1e-6)
+
+
+@pytest.mark.skipif(not cpu_compiler_available(), reason="no g++ (C++20) for the cpu backend")
+def test_layer_norm_off_chip_reads_its_rows_twice_not_three_times():
+    """A layer-norm written by hand (mean, then the mean of squared deviations) on rows too
+    long to keep on chip: the statistics are one Welford pass, the normalised store the second."""
+    x = _inputs((4, 70000), DataType.Float, seed=5, offset=50.0)
+    fd = _layer_norm(DataType.Float)
+    (y,) = fd.execute([x], backend="cpu")
+    (kernel,) = fd.last_kernels()
+    assert kernel.bytes_loaded == 2 * x.nbytes
+    want = torch.nn.functional.layer_norm(torch.from_numpy(x), x.shape[-1:], eps=1e-5)
+    np.testing.assert_allclose(y, want.numpy(), rtol=1e-4, atol=1e-4)
 
 
 def test_decomposition_preserves_the_reference_results():
