@@ -39,7 +39,7 @@ from fuser.lowering.errors import CompileError, FuserError, LaunchError, Memchec
 from fuser.lowering.runtime import EMU_HEADER_PATH, PRELUDE_PATH, RUNTIME_DIR
 from fuser.lowering.runtime import prebuilt
 
-ABI_VERSION = 4  # FUSER_CPU_ABI_VERSION in fuser_cpu_abi.h
+ABI_VERSION = 5  # FUSER_CPU_ABI_VERSION in fuser_cpu_abi.h
 CACHE_FORMAT = "2"  # bump to invalidate every cached module
 BASE_FLAGS = (
     # -O1: 20-30% less g++ time per module than -O2, kernels a few % slower (softmax 4096x1024,

@@ -9,8 +9,10 @@ How each index is checked is decided once per fusion (`IndexChecks(fusion)`), no
 - a *range* check, when the cone is only value-preserving ops from one integer input (layout ops
   — broadcast, broadcast_in_dim, squeeze, expand, reshape, permute — and widening integer casts),
   optionally through `where(ne(y, c), y, k)` with constants c and k (cross-entropy's ignore
-  index): one numpy reduction over the input itself — `max` of its unsigned view, which catches
-  negative values too — and, with the mask, a compare; no interpreter, no IR walk;
+  index): one pass over the input itself, comparing it as unsigned (a negative value wraps above
+  any extent, so one compare catches both ends): the host runtime's C loop where the cpu backend
+  has loaded it and the input is contiguous on the host (numpy or torch CPU: no conversion),
+  else a numpy reduction; no interpreter, no IR walk;
 - a *cone* check otherwise: the numpy interpreter evaluates the index cone (its inputs and ops
   are found once). An index computed from large tensors (a cone with a reduction, or inputs much
   bigger than the index) is not checked here: such kernels read whatever index they compute, as
@@ -20,6 +22,7 @@ both kinds raise the same IndexError."""
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,7 +30,8 @@ import numpy as np
 from xdsl.dialects import arith, func
 from xdsl.ir import SSAValue
 
-from fuser_dialect.inputs import arg_label, to_numpy
+from fuser.lowering.addresses import numpy_address
+from fuser_dialect.inputs import arg_label, is_torch_tensor, to_numpy
 from fuser_dialect.interpreter import backward_slice, evaluate_values
 from fuser_dialect.ops_compute import BinaryKind, BinaryOp, CastOp, ReductionOp, WhereOp
 from fuser_dialect.ops_gather import GatherOp, IndexSelectOp, TakeAlongAxisOp
@@ -120,7 +124,14 @@ class IndexCheck:
         self.range = range_source(fusion, op.index)
         self.unsigned = None
         if self.range is not None:
-            self.unsigned = _UNSIGNED[_integer_dtype(args[self.range.arg]).itemsize]
+            itemsize = _integer_dtype(args[self.range.arg]).itemsize
+            self.unsigned = _UNSIGNED[itemsize]
+            self.itemsize = itemsize
+            # Capping the extent at the type's positive range keeps every negative value (as
+            # unsigned, at least 2**(bits-1)) out of range, however large the extent.
+            self.extent_cap = 1 << (8 * itemsize - 1)
+            r = self.range
+            self._native_args = (int(r.ignore is not None), r.ignore or 0, r.fill or 0)
 
     def source(self) -> str:
         """Names the input(s) an index comes from, and the ops in between (for the error)."""
@@ -152,11 +163,18 @@ class IndexCheck:
     def _range_violated(self, inputs: Sequence[object], extent: int) -> bool:
         r = self.range
         values = inputs[r.arg]
+        extent = min(extent, self.extent_cap)
+        native = _native_range_check()
+        if native is not None:
+            found = contiguous_host_data(values)
+            if found is not None:
+                address, n = found
+                return n > 0 and native(address, n, self.itemsize, *self._native_args, extent) != 0
         if type(values) is not np.ndarray:
             values = to_numpy(values)
         if values.size == 0:
             return False
-        unsigned = values.view(self.unsigned)  # negative values become huge: one max finds both ends
+        unsigned = values.view(self.unsigned)
         if r.ignore is None:
             return int(_max(unsigned, axis=None)) >= extent
         kept = values != r.ignore
@@ -176,6 +194,36 @@ class IndexCheck:
                 f"{self.source()}: index {bad} is out of range for {self.op.name} along dim "
                 f"{self.axis} of extent {extent} (valid: 0..{extent - 1})"
             )
+
+
+def contiguous_host_data(values) -> tuple[int, int] | None:
+    """(data address, element count) of a C-contiguous numpy array or torch CPU tensor, else None."""
+    if type(values) is np.ndarray:
+        return (numpy_address(values), values.size) if values.flags.c_contiguous else None
+    if is_torch_tensor(values) and values.is_cpu and values.is_contiguous():
+        return values.data_ptr(), values.numel()
+    return None
+
+
+_native_check = None
+
+
+def _native_range_check():
+    """The host runtime's fuser_rt_index_out_of_range once the cpu backend has loaded a runtime
+    (None before, and on other backends: the numpy reduction serves them)."""
+    global _native_check
+    if _native_check is None:
+        from fuser.lowering.runtime.prebuilt import loaded_runtime
+
+        lib = loaded_runtime()
+        if lib is None:
+            return None
+        check = lib.fuser_rt_index_out_of_range
+        check.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int64,
+                          ctypes.c_int64, ctypes.c_int64]
+        check.restype = ctypes.c_int
+        _native_check = check
+    return _native_check
 
 
 class IndexChecks:

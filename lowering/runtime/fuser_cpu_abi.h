@@ -11,8 +11,8 @@
 
 #include <stdint.h>
 
-// 4: host runtime in its own shared object; 3: memcheck regions; 2: guarded stack regions.
-#define FUSER_CPU_ABI_VERSION 4
+// 5: fuser_rt_index_out_of_range; 4: host runtime in its own shared object; 3: memcheck regions; 2: guarded stack regions.
+#define FUSER_CPU_ABI_VERSION 5
 #define FUSER_EXPORT __attribute__((visibility("default")))
 
 struct uint3 {
@@ -107,6 +107,11 @@ uint64_t fuser_rt_warp_op(uint8_t op, unsigned mask, uint64_t in, int b_operand,
 void fuser_rt_report_misaligned(const void* p, unsigned bytes, const char* what, uint3 tid);
 [[noreturn]] void fuser_rt_out_of_bounds(uint64_t p, long long idx, unsigned elem_bytes, int n, const char* what,
                                          int region, uint3 tid);
+// Host side, for launch plans (lowering/gather_checks.py): 1 when an element of the contiguous
+// signed integer array `data` (n elements of elem_bytes 4 or 8) lies outside [0, extent); with
+// has_ignore, elements equal to `ignore` stand for `fill` instead. One pass, no allocation.
+int fuser_rt_index_out_of_range(const void* data, int64_t n, int elem_bytes, int has_ignore, int64_t ignore,
+                                int64_t fill, int64_t extent);
 #pragma GCC visibility pop
 }
 

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <type_traits>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -879,12 +880,47 @@ inline int run_grid(const char* kernel, const fuser_launch_config* cfg, fuser_la
 // ---------------------------------------------------------------------------------------------
 // The interface of fuser_cpu_abi.h.
 // ---------------------------------------------------------------------------------------------
+namespace fuser_emu {
+// Unsigned compares: a negative index wraps above any extent it can index (the caller caps extent
+// at the type's largest value + 1), so one compare finds both ends.
+// The loop has no early exit so it vectorises; the arrays it sees are index tensors.
+template <class T>
+int index_out_of_range(const T* values, int64_t n, bool has_ignore, T ignore, bool fill_bad, uint64_t extent) {
+  using U = std::make_unsigned_t<T>;
+  unsigned bad = 0;
+  if (!has_ignore) {
+    for (int64_t i = 0; i < n; ++i) bad |= (U)values[i] >= extent;
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      const bool ignored = values[i] == ignore;
+      bad |= ignored ? fill_bad : (U)values[i] >= extent;
+    }
+  }
+  return bad != 0;
+}
+}  // namespace fuser_emu
+
 extern "C" {
 int fuser_rt_abi_version(void) { return FUSER_CPU_ABI_VERSION; }
 
 int fuser_rt_run_grid(const char* kernel, const fuser_launch_config* cfg, fuser_launch_stats* stats,
                       const fuser_kernel_body* body) {
   return ::fuser_emu::run_grid(kernel, cfg, stats, *body);
+}
+
+int fuser_rt_index_out_of_range(const void* data, int64_t n, int elem_bytes, int has_ignore, int64_t ignore,
+                                int64_t fill, int64_t extent) {
+  if (extent <= 0) return n > 0;
+  const bool fill_bad = fill < 0 || fill >= extent;
+  if (elem_bytes == 8)
+    return ::fuser_emu::index_out_of_range((const int64_t*)data, n, has_ignore != 0, ignore, fill_bad, (uint64_t)extent);
+  if (elem_bytes == 4) {
+    // An ignore value no int32 can hold matches no element.
+    const bool can_match = has_ignore && ignore >= INT32_MIN && ignore <= INT32_MAX;
+    return ::fuser_emu::index_out_of_range((const int32_t*)data, n, can_match, (int32_t)ignore, fill_bad,
+                                           (uint64_t)extent);
+  }
+  return -1;
 }
 
 uint64_t fuser_rt_sync_block(int line, int pred) { return ::fuser_emu::sync_block(line, pred); }

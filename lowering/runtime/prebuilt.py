@@ -134,6 +134,12 @@ def load_runtime_of(module: bytes) -> None:
         _loaded[key] = _load_private_copy(path.read_bytes())
 
 
+def loaded_runtime() -> ctypes.CDLL | None:
+    """A host runtime this process has loaded (for its host-side helpers), or None: the cpu
+    backend loads one before its first launch; other backends never do."""
+    return next(iter(_loaded.values()), None)
+
+
 def _load_private_copy(data: bytes) -> ctypes.CDLL:
     """dlopen a private copy of `data`, unlinked once loaded (as cpu_runtime loads modules). Local
     symbols: each module finds its own runtime through its DT_NEEDED soname, even with several

@@ -1,13 +1,19 @@
-"""The parse path at scale: a 2,000-op fusion printed and re-parsed (with verification)
-well inside a generous budget. Large fusions reach fuser-opt and the lit suites as text,
-so printing and parsing must stay linear and cheap per op.
+"""The parse path at scale: a 2,000-op fusion printed and re-parsed (with verification).
+Large fusions reach fuser-opt and the lit suites as text, so printing and parsing must
+stay linear and cheap per op.
 
-The budget is on CPU time (time.process_time): the suite shares small machines with other
-jobs, and wall time there measures the neighbours as much as the parser."""
+The regular run checks what does not depend on the machine: the round trip is exact and
+the cost grows linearly (2,000 ops cost about 4x what 500 do, where a quadratic step would
+make it 16x). The absolute budget is a timing goal and runs only with FUSER_PERF=1: CI
+machines differ by 2x in speed from run to run. Times are CPU time (time.process_time),
+so neighbouring jobs on a shared machine count less."""
 
 from __future__ import annotations
 
+import os
 import time
+
+import pytest
 
 from xdsl.parser import Parser
 
@@ -15,10 +21,11 @@ from fuser import DataType, FusionDefinition
 from fuser_dialect import make_context
 
 N_OPS = 2000
-BUDGET_S = 2.0  # ~1.0 s measured (print+parse+verify) on a 2-core machine; generous for CI noise
+BUDGET_S = 2.0  # ~1.0 s measured (print+parse+verify) on a 2-core machine
+LINEAR_RATIO_LIMIT = 7.0  # 4x for linear cost; quadratic steps would give ~16x
 
 
-def build_large_fusion() -> FusionDefinition:
+def build_large_fusion(n_ops_wanted: int = N_OPS) -> FusionDefinition:
     """A mix of the op kinds a real fusion has (elementwise on two dtypes, broadcasting
     reductions, where, resize ops with SSA bounds, casts) repeated to N_OPS ops."""
     with FusionDefinition() as fd:
@@ -26,7 +33,7 @@ def build_large_fusion() -> FusionDefinition:
         y = fd.define_tensor([-1, -1], dtype=DataType.BFloat16, stride_order=[0, 1])
         t = x
         n_ops = 0
-        while n_ops < N_OPS - 1:
+        while n_ops < n_ops_wanted - 1:
             before = len(fd.block.ops) if n_ops == 0 else None
             yf = fd.ops.cast(y, DataType.Float)
             m = fd.ops.max(t, [1], keepdim=True)
@@ -42,28 +49,47 @@ def build_large_fusion() -> FusionDefinition:
     return fd
 
 
-def test_print_and_parse_2000_ops_fast():
-    fd = build_large_fusion()
-    n_ops = len(fd.block.ops)
-    assert n_ops >= N_OPS
+def print_parse_verify(fd: FusionDefinition) -> tuple[str, str, dict[str, float]]:
+    """The fusion's text, the text of its re-parsed and verified module, and CPU seconds per step."""
     ctx = make_context()
-
-    wall, cpu = time.perf_counter(), time.process_time()
+    start = time.process_time()
     text = str(fd)
     printed = time.process_time()
     module = Parser(ctx, text).parse_module()
     parsed = time.process_time()
     module.verify()
     verified = time.process_time()
-    total, total_wall = verified - cpu, time.perf_counter() - wall
+    seconds = {"print": printed - start, "parse": parsed - printed, "verify": verified - parsed}
+    seconds["total"] = verified - start
+    return text, str(module), seconds
 
+
+def test_print_and_parse_2000_ops_round_trip_and_scale_linearly():
+    small, large = build_large_fusion(N_OPS // 4), build_large_fusion()
+    assert len(large.block.ops) >= N_OPS
+    # Best of two: a single sample on a shared machine can include a neighbour's burst.
+    small_s = min(print_parse_verify(small)[2]["total"] for _ in range(2))
+    text, reprinted, seconds = print_parse_verify(large)
+    large_s = min(seconds["total"], print_parse_verify(large)[2]["total"])
     print(
-        f"\n{n_ops} ops, {len(text) // 1024} KiB, CPU time: print {printed - cpu:.3f} s, "
-        f"parse {parsed - printed:.3f} s, verify {verified - parsed:.3f} s, total {total:.3f} s "
-        f"(wall {total_wall:.3f} s; budget {BUDGET_S} s)"
+        f"\n{len(large.block.ops)} ops, {len(text) // 1024} KiB: print+parse+verify {large_s:.3f} s CPU; "
+        f"{len(small.block.ops)} ops: {small_s:.3f} s (ratio {large_s / small_s:.1f})"
     )
     # The re-parsed module is the same fusion, not a truncated or partial parse.
     # (Compared without pytest's diff: a 180 KiB string diff takes minutes.)
-    same = str(module).strip() == text.strip()
-    assert same, "the re-parsed fusion prints differently from the original"
-    assert total < BUDGET_S, f"print+parse+verify of {n_ops} ops took {total:.2f} s of CPU time"
+    assert reprinted.strip() == text.strip(), "the re-parsed fusion prints differently from the original"
+    assert large_s / small_s < LINEAR_RATIO_LIMIT, (
+        f"print+parse+verify grows faster than linearly: {len(small.block.ops)} ops {small_s:.3f} s, "
+        f"{len(large.block.ops)} ops {large_s:.3f} s"
+    )
+
+
+@pytest.mark.skipif(os.environ.get("FUSER_PERF") != "1", reason="timing test: set FUSER_PERF=1")
+def test_print_and_parse_2000_ops_within_budget():
+    fd = build_large_fusion()
+    _, _, seconds = print_parse_verify(fd)
+    print(
+        f"\n{len(fd.block.ops)} ops, CPU time: print {seconds['print']:.3f} s, parse {seconds['parse']:.3f} s, "
+        f"verify {seconds['verify']:.3f} s, total {seconds['total']:.3f} s (budget {BUDGET_S} s)"
+    )
+    assert seconds["total"] < BUDGET_S, f"print+parse+verify of {len(fd.block.ops)} ops took {seconds['total']:.2f} s"
