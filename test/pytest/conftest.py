@@ -16,6 +16,8 @@ import os
 import shutil
 import tempfile
 
+import pytest
+
 os.environ.setdefault("FUSER_MEMCHECK", "1")
 
 _KEPT_CACHE = os.environ.get("FUSER_TEST_CACHE_DIR", "").strip()
@@ -26,3 +28,20 @@ os.environ["FUSER_CACHE_DIR"] = _SESSION_CACHE
 def pytest_sessionfinish(session, exitstatus):
     if not _KEPT_CACHE:
         shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
+
+
+@pytest.fixture
+def memcheck_off():
+    """FUSER_MEMCHECK=0 for one test (timing tests measure what users run), the suite's setting
+    restored (and re-read) after it."""
+    from fuser.lowering import settings
+
+    before = os.environ.get("FUSER_MEMCHECK")
+    os.environ["FUSER_MEMCHECK"] = "0"
+    settings.reload()
+    yield
+    if before is None:
+        del os.environ["FUSER_MEMCHECK"]
+    else:
+        os.environ["FUSER_MEMCHECK"] = before
+    settings.reload()

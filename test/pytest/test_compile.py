@@ -114,7 +114,7 @@ def test_memory_then_disk_cache(backend, fresh_cache):
     from_disk = cc.compile_cuda(SAXPY, "sm_90", backend=backend)
     assert from_disk.origin == "disk" and from_disk.cubin == first.cubin
     assert from_disk.compiler == first.compiler and from_disk.arch == "sm_90"
-    assert from_disk.seconds < first.seconds and from_disk.seconds < 0.05
+    assert from_disk.seconds < first.seconds  # read, not compiled (absolute times: FUSER_PERF tests)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -19,13 +19,13 @@ import time
 import ml_dtypes
 import numpy as np
 import pytest
-
-from fuser import DataType, FusionDefinition
 from fuser.lowering import compile as cc
-from fuser.lowering import cpu_runtime, settings
+from fuser.lowering import cpu_runtime
 from fuser.lowering.render import header_macros
 from fuser.lowering.runtime import prebuilt
 from fuser.lowering.segment import plan_kernels
+
+from fuser import DataType, FusionDefinition
 from fuser_dialect.fusion import the_fusion
 
 NEED_F16 = "#define FUSER_NEED_F16"
@@ -41,20 +41,6 @@ def fresh_install(tmp_path, monkeypatch):
     cc.clear_memory_cache()
     yield home, cache
     cc.clear_memory_cache()
-
-
-@pytest.fixture
-def memcheck_off():
-    """FUSER_MEMCHECK=0 for one test, the suite's setting restored (and re-read) after it."""
-    before = os.environ.get("FUSER_MEMCHECK")
-    os.environ["FUSER_MEMCHECK"] = "0"
-    settings.reload()
-    yield
-    if before is None:
-        del os.environ["FUSER_MEMCHECK"]
-    else:
-        os.environ["FUSER_MEMCHECK"] = before
-    settings.reload()
 
 
 def nvrtc():
@@ -327,7 +313,6 @@ def compile_new_ce_forward(cache_dir) -> tuple[float, str, dict]:
     """(define seconds, program source, executor timings) of a CE forward compiled in a fresh
     kernel cache (so nothing is found on disk or in this process's memo)."""
     from fuser.benchmarks.cases import parse_case
-
     from fuser.lowering.backends import get_backend
 
     os.environ["FUSER_CACHE_DIR"] = str(cache_dir)

