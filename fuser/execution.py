@@ -41,7 +41,9 @@ class FusionDefinition(_FusionBuilder):
         Python/numpy scalars and torch tensors; outputs are torch tensors when an input was.
         _disable_options: e.g. ["concretize_resize_extents"] (also env FUSER_DISABLE).
         """
-        chosen = _get_backend()(backend)
+        chosen = _named_backends.get(backend) if type(backend) is str else None
+        if chosen is None:
+            chosen = _backend_named(backend)
         disable = _disable_options if type(_disable_options) is tuple else tuple(_disable_options)
         if self.vector_inputs:
             inputs = self._flat_inputs(inputs)
@@ -149,6 +151,17 @@ def _get_backend():
 
         _get_backend_function = get_backend
     return _get_backend_function
+
+
+_named_backends: dict = {}
+"""Backend name -> backend, as get_backend answered (a name always means the same backend)."""
+
+
+def _backend_named(name):
+    chosen = _get_backend()(name)
+    if type(name) is str:
+        _named_backends[name] = chosen
+    return chosen
 
 
 def like_inputs(outputs, inputs):

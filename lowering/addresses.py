@@ -14,8 +14,10 @@ import sys
 
 import numpy as np
 
-_HEADER_BYTES = object.__basicsize__  # PyObject_HEAD: refcount + type (+ tracing fields on debug builds)
-_read_pointer = ctypes.c_void_p.from_address
+HEADER_BYTES = object.__basicsize__  # PyObject_HEAD: refcount + type (+ tracing fields on debug builds)
+read_pointer = ctypes.c_void_p.from_address
+"""`read_pointer(id(a) + HEADER_BYTES).value` is a's data pointer where FAST holds (inlined by
+lowering/call_signature.py's generated functions)."""
 
 
 def _slow_address(array: np.ndarray) -> int:
@@ -25,7 +27,7 @@ def _slow_address(array: np.ndarray) -> int:
 def _offset_holds() -> bool:
     probes = [np.empty(7, np.float32), np.zeros((3, 5), np.int64)[1:, ::2], np.empty(0, np.uint8)]
     try:
-        return all((_read_pointer(id(a) + _HEADER_BYTES).value or 0) == _slow_address(a) for a in probes)
+        return all((read_pointer(id(a) + HEADER_BYTES).value or 0) == _slow_address(a) for a in probes)
     except (OSError, ValueError):  # pragma: no cover - an exotic build
         return False
 
@@ -38,7 +40,7 @@ if FAST:
     def numpy_address(array: np.ndarray) -> int:
         """The address of `array`'s first element (0 for a NULL data pointer)."""
         if type(array) is np.ndarray:
-            return _read_pointer(id(array) + _HEADER_BYTES).value or 0
+            return read_pointer(id(array) + HEADER_BYTES).value or 0
         return _slow_address(array)
 else:  # pragma: no cover - non-CPython or a different header
     def numpy_address(array: np.ndarray) -> int:
@@ -51,4 +53,4 @@ def address_of(x) -> int:
     return x.data_ptr() if hasattr(x, "data_ptr") else numpy_address(x)
 
 
-__all__ = ["FAST", "address_of", "numpy_address"]
+__all__ = ["FAST", "HEADER_BYTES", "address_of", "numpy_address", "read_pointer"]

@@ -29,7 +29,8 @@ from fuser.lowering.cache_key import make_key
 from fuser.lowering.compiled import build_compiled_fusion
 from fuser.lowering.gather_checks import IndexChecks
 from fuser.lowering.launch import KernelRecord, Launcher
-from fuser.lowering.launch_plan import MAX_PLANS, LaunchPlan, argument_kinds, call_signature
+from fuser.lowering.call_signature import argument_kinds, signature_function
+from fuser.lowering.launch_plan import MAX_PLANS, LaunchPlan
 from fuser.passes.concretize import resize_extents_enabled
 
 
@@ -41,6 +42,7 @@ class FusionExecutor:
         self.index_checks = IndexChecks(self.fusion)
         self.has_index_ops = bool(self.index_checks)
         self.tensor_args = argument_kinds(self.fusion)  # None: a random seed/offset, read per call
+        self.signature = signature_function(self.tensor_args)
         self.cache = FusionCache(on_evict=self._forget_plans_of)
         self._compiles = 0
         self._reuses = 0
@@ -55,7 +57,7 @@ class FusionExecutor:
             self._local.last = None
             return outputs
         snapshot = settings.launch_settings()
-        signature = call_signature(inputs, self.tensor_args)
+        signature = self.signature(inputs)
         if signature is not None:
             key = (backend, disable, snapshot, signature[0])
             plan = self._plans.get(key)

@@ -23,6 +23,7 @@ both kinds raise the same IndexError."""
 from __future__ import annotations
 
 import ctypes
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -130,8 +131,7 @@ class IndexCheck:
             # Capping the extent at the type's positive range keeps every negative value (as
             # unsigned, at least 2**(bits-1)) out of range, however large the extent.
             self.extent_cap = 1 << (8 * itemsize - 1)
-            r = self.range
-            self._native_args = (int(r.ignore is not None), r.ignore or 0, r.fill or 0)
+            self._native_args = threading.local()  # per thread: the packed arguments (see below)
 
     def source(self) -> str:
         """Names the input(s) an index comes from, and the ops in between (for the error)."""
@@ -169,7 +169,14 @@ class IndexCheck:
             found = contiguous_host_data(values)
             if found is not None:
                 address, n = found
-                return n > 0 and native(address, n, self.itemsize, *self._native_args, extent) != 0
+                if n == 0:
+                    return False
+                args = getattr(self._native_args, "packed", None)
+                if args is None:
+                    args = self._native_args.packed = (ctypes.c_int64 * 7)(
+                        0, 0, self.itemsize, r.ignore is not None, r.ignore or 0, r.fill or 0, 0)
+                args[0], args[1], args[6] = address, n, extent
+                return native(args) != 0
         if type(values) is not np.ndarray:
             values = to_numpy(values)
         if values.size == 0:
@@ -218,11 +225,8 @@ def _native_range_check():
         lib = loaded_runtime()
         if lib is None:
             return None
-        check = lib.fuser_rt_index_out_of_range
-        check.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int64,
-                          ctypes.c_int64, ctypes.c_int64]
-        check.restype = ctypes.c_int
-        _native_check = check
+        address = ctypes.cast(lib.fuser_rt_index_out_of_range, ctypes.c_void_p).value
+        _native_check = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int64 * 7))(address)
     return _native_check
 
 

@@ -1,11 +1,11 @@
 """Launch plans: a cached `execute` that only writes data pointers.
 
-An executor keeps one `LaunchPlan` per *call signature*: per input, for a tensor its type, shape,
-strides, dtype (torch: and device) and the alignment class of its data pointer (address mod 16:
-it decides vector widths), for a scalar its type and value (scalars are baked into kernels and
-arguments) — except a scalar only random ops read as seed or offset: its type only, its value
-is read per call (`argument_kinds`, launch.RngState); plus the backend, the `_disable_options`, and the settings snapshot
-(`settings.launch_settings()`: memcheck build, threads, FUSER_DISABLE). Everything the full path
+An executor keeps one `LaunchPlan` per *call signature* (lowering/call_signature.py: per input,
+for a tensor its type, shape, strides, dtype (torch: and device) and the alignment class of its
+data pointer, which decides vector widths; for a scalar its type and value, as scalars are baked
+into kernels and arguments, except one only random ops read as seed or offset: its type only,
+its value read per call by launch.RngState); plus the backend, the `_disable_options`, and the
+settings snapshot (`settings.launch_settings()`: memcheck build, threads, FUSER_DISABLE). Everything the full path
 derives from a call is a function of that signature: the input checks' verdict, the extents, the
 cache key, the schedules, the grids, the non-pointer kernel arguments, the output shapes and
 layouts. So a plan built from one full-path call replays it for every later call with the same
@@ -17,7 +17,13 @@ signature:
 - per kernel, its output buffers are allocated (shape, dtype and layout worked out once) and its
   prebuilt launch (`program.bind`: argument buffers, grid, block, config) is called with the data
   pointers; per-launch buffers (`launch.PerLaunch`, e.g. a grid reduction's zeroed workspace) are
-  allocated before each launch.
+  allocated before each launch — except where launches are synchronous (the cpu backend): there
+  each thread keeps the workspace its last launch of that step left zeroed (a grid reduction's
+  last block resets its counter; lowering/schedulers/grid.py), and a launch that fails gets a
+  fresh one next time.
+
+Most plans are *simple* (every step a launch, every result a kernel's buffer); their `run` is a
+closure with every branch that cannot apply taken out (`_simple_run`).
 
 A call whose signature has no plan (or cannot have one: an unhashable scalar, a NaN, an unknown
 input type, a wrong count) takes the full path, which raises the same clear errors as always and
@@ -27,83 +33,22 @@ stored under the executor's lock; their bound launches keep per-thread argument 
 
 from __future__ import annotations
 
-import sys
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from fuser.lowering.addresses import numpy_address
 from fuser.lowering.errors import MemcheckError
 from fuser.lowering.host_segments import HostKernel
 from fuser_dialect import philox
-from fuser_dialect.ops_random import RandomOp, unseeded_random_ops
-from fuser_dialect.types import TensorType
+from fuser_dialect.ops_random import unseeded_random_ops
 from fuser.lowering.launch import Buffer, KernelLaunch, KernelRecord, PerLaunch, RngState, named
 
 MAX_PLANS = 256
 """Signatures an executor keeps plans for (the oldest plan goes first)."""
 _POINTERS = (Buffer, PerLaunch, RngState)
 """Argument sources a bound launch takes as pointers, filled per call."""
-
-_SCALAR_TYPES = frozenset({int, float, bool, np.int64, np.int32, np.float64, np.float32, np.bool_, np.int16,
-                           np.int8, np.uint8, np.uint16, np.uint32, np.uint64, np.float16})
-_ndarray = np.ndarray
-
-
-_torch_tensor: type | None = None
-
-
-def _torch_tensor_type():
-    global _torch_tensor
-    if _torch_tensor is None:
-        torch = sys.modules.get("torch")
-        _torch_tensor = torch.Tensor if torch is not None else None
-    return _torch_tensor
-
-
-def call_signature(inputs: Sequence[object], tensor_args: tuple[bool, ...]) -> tuple[tuple, list[int]] | None:
-    """(the signature of one call, the data address of each input — 0 for scalars), or None when
-    the call cannot use a plan. Cheap by design: attribute reads and a tuple per input."""
-    if len(inputs) != len(tensor_args):
-        return None
-    parts: list = []
-    addresses: list[int] = []
-    for x, is_tensor in zip(inputs, tensor_args):
-        kind = type(x)
-        if is_tensor:
-            if kind is _ndarray:
-                address = numpy_address(x)
-                parts.append((x.shape, x.strides, x.dtype, address & 15))
-            else:
-                tensor = _torch_tensor or _torch_tensor_type()
-                if tensor is None or not isinstance(x, tensor):
-                    return None
-                address = x.data_ptr()
-                parts.append((kind, x.shape, x.stride(), x.dtype, x.device, address & 15))
-            addresses.append(address)
-        else:
-            if kind not in _SCALAR_TYPES or x != x:  # a NaN never equals itself: no plan
-                return None
-            parts.append((kind, x) if is_tensor is False else kind)  # None: a run-time scalar
-            addresses.append(0)
-    return tuple(parts), addresses
-
-
-def argument_kinds(fusion) -> tuple[bool | None, ...]:
-    """Per fusion input, what `call_signature` takes of it: True a tensor; False a scalar, with
-    its value; None a scalar read only as a random op's seed or offset, whose value is read per
-    call (launch.RngState), so a new seed is neither a recompile nor a new plan."""
-    return tuple(
-        True if isinstance(a.type, TensorType)
-        else None if a.uses and all(_is_rng_state_use(u) for u in a.uses)
-        else False
-        for a in fusion.body.block.args)
-
-
-def _is_rng_state_use(use) -> bool:
-    op = use.operation
-    return isinstance(op, RandomOp) and op.seeded and use.index >= len(op.operands) - 2  # seed, offset: last
 
 
 @dataclass(frozen=True)
@@ -138,10 +83,11 @@ class LaunchPlan:
         self.output = adopt_memory.output
         self.workspace = adopt_memory.workspace_address
         self.adopt = adopt_memory.adopt
+        self.synchronous = getattr(adopt_memory, "launches_are_synchronous", False)
         self.n_draws = len(unseeded_random_ops(facts.fusion.body.block.ops))
         slots: dict = {a: i for i, a in enumerate(facts.args) if a in facts.tensor_args}
         self.n_inputs = len(facts.args)
-        # Inputs used in place take the address read by call_signature; the others are adopted
+        # Inputs used in place take the address the call signature read; the others are adopted
         # (copied) per call exactly as the full path does.
         self.adopted = tuple((i, adopt_memory.adopt) for a, i in slots.items()
                              if memory.address(memory.pointer(memory.adopt(checked[i]))) != addresses[i])
@@ -174,6 +120,20 @@ class LaunchPlan:
         self.results = tuple(
             ("buffer", slots[v], v in facts.tensor_args) if v in slots else ("value", rt.scalars[v], False)
             for v in facts.returned)
+        if self._is_simple():
+            self.run = self._simple_run()
+
+    def _is_simple(self) -> bool:
+        """Every step a launch with its pointers in slots (or, where launches are synchronous,
+        workspaces), every result a buffer a kernel wrote: what most fusions are, and what
+        `_simple_run` replays."""
+        def simple_pointer(source) -> bool:
+            return isinstance(source, int) or (self.synchronous and isinstance(source, PerLaunch))
+
+        return (not self.adopted
+                and all(s.launch is not None and s.host is None and all(map(simple_pointer, s.pointers))
+                        for s in self.steps)
+                and all(kind == "buffer" and not is_input for kind, _, is_input in self.results))
 
     def run(self, inputs: Sequence[object], addresses: list[int]) -> tuple[list[object], list]:
         """The outputs of one call, and each kernel's (bytes loaded, bytes stored) or None."""
@@ -230,6 +190,56 @@ class LaunchPlan:
             outputs.append(np.array(out, copy=True) if is_input and isinstance(out, np.ndarray) else out)
         return outputs, counts
 
+    def _simple_run(self) -> Callable:
+        """`run` for a simple plan (`_is_simple`): the same steps with every branch that cannot
+        apply taken out and what it reads bound once (a cached call's path, per call)."""
+        checks = self.index_checks
+        no_objects, no_addresses = self._no_objects, self._no_addresses
+        address, output, new_workspace = self.address, self.output, self.workspace
+        result_slots = tuple(what for _, what, _ in self.results)
+        compiled, rt = self.compiled, self.rt
+        steps = []
+        for step in self.steps:
+            # A workspace position reads slot 0 and is then overwritten with the workspace.
+            slots = tuple(0 if isinstance(p, PerLaunch) else p for p in step.pointers)
+            workspaces = tuple((i, p.words) for i, p in enumerate(step.pointers) if isinstance(p, PerLaunch))
+            steps.append((step.allocations, step.launch, slots, step.launched, workspaces))
+        # Per thread and step, the workspaces its last launch left zeroed (a grid reduction's
+        # last block resets its counter): a fresh zeroed set after a launch that failed.
+        held = threading.local()
+
+        def workspaces_of(k: int, words: tuple) -> tuple:
+            found = held.__dict__.get(k)
+            if found is None:
+                buffers = [(i, *new_workspace(w)) for i, w in words]
+                found = held.__dict__[k] = (buffers, tuple((i, a) for i, _, a in buffers))
+            return found[1]
+
+        def run(inputs: Sequence[object], addresses: list[int]) -> tuple[list[object], list]:
+            for check, extent in checks:
+                check.check(inputs, extent)
+            objects = [*inputs, *no_objects]
+            addr = addresses + no_addresses
+            counts = []
+            for k, (allocations, launch, pointers, launched, workspaces) in enumerate(steps):
+                for slot, allocate in allocations:
+                    buf = objects[slot] = allocate()
+                    addr[slot] = address(buf)
+                pointer_values = [addr[s] for s in pointers]
+                if workspaces:
+                    for i, a in workspaces_of(k, workspaces):
+                        pointer_values[i] = a
+                try:
+                    counts.append(launch(pointer_values))
+                except BaseException as e:
+                    held.__dict__.pop(k, None)
+                    if isinstance(e, MemcheckError):
+                        raise named(e, launched.kernel.params, compiled, rt) from None
+                    raise
+            return [output(objects[s]) for s in result_slots], counts
+
+        return run
+
     def kernel_records(self, counts: Sequence) -> list[KernelRecord]:
         """fd.last_kernels() of a plan call (built only when asked for)."""
         out = []
@@ -261,4 +271,4 @@ def _arg_dtype(v):
     return numpy_dtype(v.type.dtype)
 
 
-__all__ = ["MAX_PLANS", "LaunchPlan", "argument_kinds", "call_signature"]
+__all__ = ["MAX_PLANS", "LaunchPlan"]

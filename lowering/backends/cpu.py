@@ -67,16 +67,18 @@ class HostMemory:
         """Zero-filled scratch memory of a launch (8-byte words; grid reductions)."""
         return np.zeros(words, np.uint64)
 
+    launches_are_synchronous = True
+    """A launch has finished when its call returns: a launch plan may hand one thread's next
+    launch the workspace its last launch left zeroed (lowering/launch_plan.py)."""
+
     # What launch plans use (lowering/launch_plan.py): everything decided once per signature.
 
     def allocator(self, shape, dtype, order):
         """A function allocating the buffer `empty` would (called per call of a plan)."""
         return layout_allocator(tuple(shape), np.dtype(dtype), None if order is None else tuple(order))
 
-    @staticmethod
-    def address(buf) -> int:
-        """The data address a pointer parameter receives for `buf` (its dense view's is the same)."""
-        return numpy_address(buf)
+    address = staticmethod(numpy_address)
+    """The data address a pointer parameter receives for `buf` (its dense view's is the same)."""
 
     @staticmethod
     def workspace_address(words: int) -> tuple[object, int]:

@@ -110,8 +110,9 @@ void fuser_rt_report_misaligned(const void* p, unsigned bytes, const char* what,
 // Host side, for launch plans (lowering/gather_checks.py): 1 when an element of the contiguous
 // signed integer array `data` (n elements of elem_bytes 4 or 8) lies outside [0, extent); with
 // has_ignore, elements equal to `ignore` stand for `fill` instead. One pass, no allocation.
-int fuser_rt_index_out_of_range(const void* data, int64_t n, int elem_bytes, int has_ignore, int64_t ignore,
-                                int64_t fill, int64_t extent);
+// The arguments come packed, in this order, as 7 int64 (one pointer: ctypes converts each
+// argument of a call, and seven conversions cost more than the pass over a label vector).
+int fuser_rt_index_out_of_range(const int64_t* data_n_bytes_hasignore_ignore_fill_extent);
 #pragma GCC visibility pop
 }
 

@@ -853,21 +853,29 @@ inline int run_grid(const char* kernel, const fuser_launch_config* cfg, fuser_la
   // Dynamic scheduling balances blocks of uneven cost; chunks keep the dispatch cost negligible.
   const long long chunk = nblocks / (16LL * nthreads) > 0 ? nblocks / (16LL * nthreads) : 1;
   const bool fibers = cfg->needs_sync != 0;
-#pragma omp parallel num_threads(nthreads)
-  {
+  auto run_block = [&](long long i) {
+    if (launch_failed(&st)) return;
+    *tls_vars.block_idx = {(unsigned)(i % gx), (unsigned)((i / gx) % gy), (unsigned)(i / (gx * gy))};
+    if (tls_dyn_smem.size) memset(tls_dyn_smem.data, 0xff, tls_dyn_smem.size);
+    if (fibers)
+      run_block_fibers(body);
+    else
+      run_block_as_loop(body);
+  };
+  if (nthreads <= 1) {
+    // One worker: the calling thread runs the blocks itself. An OpenMP region of one thread
+    // costs about a microsecond, which is most of a small launch.
     worker_begin(&st, cfg, body);
-    uint3* const block_idx = tls_vars.block_idx;
-#pragma omp for schedule(dynamic, chunk)
-    for (long long i = 0; i < nblocks; ++i) {
-      if (launch_failed(&st)) continue;
-      *block_idx = {(unsigned)(i % gx), (unsigned)((i / gx) % gy), (unsigned)(i / (gx * gy))};
-      if (tls_dyn_smem.size) memset(tls_dyn_smem.data, 0xff, tls_dyn_smem.size);
-      if (fibers)
-        run_block_fibers(body);
-      else
-        run_block_as_loop(body);
-    }
+    for (long long i = 0; i < nblocks; ++i) run_block(i);
     worker_end(&st);
+  } else {
+#pragma omp parallel num_threads(nthreads)
+    {
+      worker_begin(&st, cfg, body);
+#pragma omp for schedule(dynamic, chunk)
+      for (long long i = 0; i < nblocks; ++i) run_block(i);
+      worker_end(&st);
+    }
   }
   stats->bytes_loaded = st.bytes_loaded;
   stats->bytes_stored = st.bytes_stored;
@@ -908,8 +916,9 @@ int fuser_rt_run_grid(const char* kernel, const fuser_launch_config* cfg, fuser_
   return ::fuser_emu::run_grid(kernel, cfg, stats, *body);
 }
 
-int fuser_rt_index_out_of_range(const void* data, int64_t n, int elem_bytes, int has_ignore, int64_t ignore,
-                                int64_t fill, int64_t extent) {
+int fuser_rt_index_out_of_range(const int64_t* a) {
+  const void* data = (const void*)a[0];
+  const int64_t n = a[1], elem_bytes = a[2], has_ignore = a[3], ignore = a[4], fill = a[5], extent = a[6];
   if (extent <= 0) return n > 0;
   const bool fill_bad = fill < 0 || fill >= extent;
   if (elem_bytes == 8)
