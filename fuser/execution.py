@@ -119,6 +119,11 @@ class FusionDefinition(_FusionBuilder):
         its own last call; the cache and its counters are shared)."""
         return self._get_executor().last_kernels()
 
+    def last_kernel_names(self) -> tuple[str, ...]:
+        """The names of the kernels this thread's last `execute` launched: what
+        `last_kernels()` names, without building the records (cheap enough to call per step)."""
+        return self._get_executor().last_kernel_names()
+
     def last_compile_info(self) -> dict[str, float]:
         """Where compile time went for this thread's last execution: passes_s, segment_s,
         emission_s, compile_s (seconds; empty for the reference backend)."""

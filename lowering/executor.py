@@ -134,6 +134,15 @@ class FusionExecutor:
         _, plan, records = last
         return plan.kernel_records(records) if plan is not None else list(records)
 
+    def last_kernel_names(self) -> tuple[str, ...]:
+        """The names of the kernels this thread's last `execute` launched, without building
+        their records (the same tuple object for every call of one launch plan)."""
+        last = getattr(self._local, "last", None)
+        if last is None:
+            return ()
+        _, plan, records = last
+        return plan.kernel_names if plan is not None else tuple(r.name for r in records)
+
     def last_call_used_plan(self) -> bool:
         """Whether this thread's last `execute` was served by a launch plan (for tests)."""
         last = getattr(self._local, "last", None)

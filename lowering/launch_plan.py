@@ -77,6 +77,7 @@ class LaunchPlan:
         self.cache_key = cache_key
         self.index_checks = tuple(index_checks)
         self.records = tuple(records)
+        self.kernel_names = tuple(r.name for r in self.records)
         # `memory` is the full-path call's (it may hold that call's inputs): only its allocators,
         # which keep no reference to them, are kept; the rest goes through a fresh `adopt_memory`.
         self.address = adopt_memory.address

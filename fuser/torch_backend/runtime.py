@@ -1,13 +1,12 @@
 """`FusedRegion`: what the partitioned graph calls in place of a fused partition.
 
-CPU tensors run on fuser's cpu backend, CUDA tensors on its cuda backend. Data is not
-copied on the way in or out: a CPU tensor is handed over as a numpy view of its memory
-(bf16 through an int16 view), and the numpy results come back as tensors over the same
-memory (torch.from_numpy). This goes around `fd.execute`'s own torch handling on the cpu
-backend, which returns a *copy* of every output (fuser.execution.like_inputs); CUDA tensors
-are passed to `fd.execute` as they are (zero-copy on the GPU). Inputs in any dense layout
-are used in place (the definition declares the traced stride order); other views are made
-dense by fuser itself (a copy, see FusionDefinition.define_tensor).
+CPU tensors run on fuser's cpu backend, CUDA tensors on its cuda backend; either way the tensors
+go to `fd.execute` as they are. Nothing is copied on the way in or out: the cpu backend's kernels
+read a dense CPU tensor's memory in place (other views are made dense by fuser itself, see
+FusionDefinition.define_tensor) and its numpy results come back as tensors over the same memory
+(fuser.execution.like_inputs; bf16 and fp8 through integer views), and CUDA tensors stay on the
+GPU. Per call the region does no more than that and a check of which kernels ran
+(`fd.last_kernel_names()`): a step of a compiled model calls it once per fused partition.
 """
 
 from __future__ import annotations
@@ -15,32 +14,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-import ml_dtypes
-import numpy as np
 import torch
 
 from fuser import FusionDefinition
 from fuser.torch_backend.fusion_builder import RegionPlan
 
 log = logging.getLogger("fuser.torch")
-
-_BF16 = np.dtype(ml_dtypes.bfloat16)
-
-
-def as_numpy(t: torch.Tensor) -> np.ndarray:
-    """A numpy view of a CPU tensor's memory (no copy)."""
-    t = t.detach()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(_BF16)
-    return t.numpy()
-
-
-def as_tensor(a) -> torch.Tensor:
-    """A tensor over a numpy result's memory (no copy)."""
-    a = np.asarray(a)
-    if a.dtype == _BF16:
-        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(a)
 
 
 @dataclass
@@ -62,6 +41,10 @@ class FusedRegion(torch.nn.Module):
         self.eager = eager
         self.stats = RegionStats()
         self.failed: str | None = None  # why the fusion could not run: the partition runs eagerly
+        self.recorded_names: tuple[str, ...] | None = None  # the kernel names stats last recorded
+        # Where every output is one of the fusion's (the common case): their indices.
+        specs = plan.outputs
+        self.fusion_outputs = tuple(s.index for s in specs) if all(s.kind == "fusion" for s in specs) else None
 
     def __call__(self, *args):  # skips nn.Module's hook machinery: this is called per step
         return self.forward(*args)
@@ -78,23 +61,29 @@ class FusedRegion(torch.nn.Module):
         return tuple(self.eager(*args))
 
     def _run_fusion(self, args):
-        device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
-        if device.type == "cpu":
-            outputs = self.fd.execute([as_numpy(a) if isinstance(a, torch.Tensor) else a for a in args], backend="cpu")
-            outputs = [as_tensor(o) for o in outputs]
-        else:
+        on_gpu = any(a.is_cuda for a in args if isinstance(a, torch.Tensor))
+        if on_gpu:
             outputs = self.fd.execute([a.detach() if isinstance(a, torch.Tensor) else a for a in args], backend="cuda")
+        else:
+            outputs = self.fd.execute(args, backend="cpu")
         self._record()
+        if self.fusion_outputs is not None:
+            return tuple(outputs[i] for i in self.fusion_outputs)
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
         return tuple(self._result(spec, outputs, args, device) for spec in self.plan.outputs)
 
     def _record(self) -> None:
-        kernels = self.fd.last_kernels()
+        names = self.fd.last_kernel_names()
         self.stats.calls += 1
-        if self.stats.calls == 1 or len(kernels) != len(self.stats.kernels):
+        if names is self.recorded_names:  # the launch plan of the last call: nothing new
+            return
+        if self.stats.calls == 1 or list(names) != self.stats.kernels:
+            kernels = self.fd.last_kernels()
             self.stats.kernels = [k.name for k in kernels]
             self.stats.schedulers = [k.scheduler for k in kernels]
             log.info("%s: %d ATen ops ran as %d kernel(s) %s", self.name, self.plan.aten_ops, len(kernels),
                      ", ".join(self.stats.schedulers))
+        self.recorded_names = names
 
     @staticmethod
     def _result(spec, outputs, args, device):

@@ -229,6 +229,26 @@ def test_dynamic_batch_sizes_reuse_one_fusion_and_its_kernels():
     assert (info.misses, info.hits) == (1, 2)
 
 
+def test_region_records_its_kernels_only_when_they_change(monkeypatch):
+    reports = []
+    fn = lambda x: torch.softmax(x * 2, -1)  # noqa: E731
+    compiled = torch.compile(fn, backend=make_backend(reports), dynamic=True)
+    x = torch.randn(4, 32)
+    compiled(x)
+    region = reports[0].fusions[0].region
+    built = []
+    real = type(region.fd).last_kernels
+    monkeypatch.setattr(type(region.fd), "last_kernels", lambda fd: built.append(1) or real(fd))
+    for _ in range(5):  # cached calls of one launch plan: no records built
+        torch.testing.assert_close(compiled(x), fn(x), **F32_TOL)
+    assert built == [] and region.stats.calls == 6
+    assert region.stats.kernels == list(region.fd.last_kernel_names()) and len(region.stats.kernels) == 1
+    taller = torch.randn(9, 32)  # the same graph and kernels, another launch plan: names compared
+    torch.testing.assert_close(compiled(taller), fn(taller), **F32_TOL)
+    assert len(reports) == 1 and region.stats.calls == 7 and built == []
+    assert region.stats.kernels == list(region.fd.last_kernel_names())
+
+
 def test_dynamic_rope_passes_sizes_as_scalars():
     reports = []
     fn = lambda q, c, s: q * c + _rotate_half(q) * s  # noqa: E731
