@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from fuser_dialect.types import COMPLEX_DTYPES, COMPLEX_PART, FP8_DTYPES
 
-COMPLEX_UNARY = ("neg", "abs", "real", "imag")
+COMPLEX_UNARY = ("neg", "abs", "real", "imag", "isreal")
 COMPLEX_BINARY = ("add", "sub", "mul", "div", "eq", "ne")
 COMPLEX_REDUCTION = ("sum",)
 _PART_RESULT = ("abs", "real", "imag")

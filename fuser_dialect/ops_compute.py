@@ -92,6 +92,7 @@ class UnaryKind(StrEnum):
     ISNEGINF = auto()
     REAL = auto()
     IMAG = auto()
+    ISREAL = auto()
 
 
 FLOAT_ONLY_UNARY = {
@@ -106,7 +107,7 @@ FLOAT_INPUT_UNARY = FLOAT_ONLY_UNARY | {UnaryKind.FRAC}
 """Need a float input; frac of an integer is an error in torch, so the builder does not cast."""
 BOOL_RESULT_UNARY = {
     UnaryKind.LOGICAL_NOT, UnaryKind.ISNAN, UnaryKind.ISINF, UnaryKind.SIGNBIT, UnaryKind.ISFINITE,
-    UnaryKind.ISPOSINF, UnaryKind.ISNEGINF,
+    UnaryKind.ISPOSINF, UnaryKind.ISNEGINF, UnaryKind.ISREAL,
 }
 
 
@@ -529,6 +530,7 @@ UNARY: dict[UnaryKind, Callable[[np.ndarray], np.ndarray]] = {
     UnaryKind.ISNEGINF: np.isneginf,
     UnaryKind.REAL: np.real,
     UnaryKind.IMAG: np.imag,
+    UnaryKind.ISREAL: np.isreal,  # every element of a real tensor; imag == 0 on complex
 }
 
 

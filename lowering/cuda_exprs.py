@@ -264,7 +264,7 @@ def unary_expr(kind: UnaryKind, x: str, dtype: str) -> str:
 
 
 _COMPLEX_UNARY = {UnaryKind.NEG: "(-{x})", UnaryKind.ABS: "fuser_cabs({x})", UnaryKind.REAL: "({x}).re",
-                  UnaryKind.IMAG: "({x}).im"}
+                  UnaryKind.IMAG: "({x}).im", UnaryKind.ISREAL: "(({x}).im == 0)"}
 """The unary kinds complex supports (fuser_dialect/dtype_rules.py), spelled on fuser_complex."""
 
 
@@ -285,6 +285,7 @@ _PREDICATES = {
     UnaryKind.ISPOSINF: ("(isinf({x}) && {x} > 0)", "false"),
     UnaryKind.ISNEGINF: ("(isinf({x}) && {x} < 0)", "false"),
     UnaryKind.SIGNBIT: ("signbit({x})", "({x} < 0)"),
+    UnaryKind.ISREAL: ("true", "true"),  # a real value is real (complex: _COMPLEX_UNARY)
 }
 
 

@@ -102,3 +102,17 @@ func.func @scatter(%x: !fuser.tensor<?x?xf32>, %i: !fuser.tensor<?x?xi64>, %s: !
 // CHECK-NEXT:      }
 // CHECK-NEXT:    }
 // CHECK-NEXT:    fuser_st(out{{[0-9]+}}, (i0) * st{{[0-9]+}} + (i1) * st{{[0-9]+}}, [[R]]);
+
+// -----
+
+// isreal: the imaginary part compared with zero on complex; a constant true on real values
+// (no load needed for the value, but the operand is still read as the fusion says).
+func.func @isreal(%c: !fuser.tensor<?xc64>, %x: !fuser.tensor<?xf32>) -> (!fuser.tensor<?xi1>, !fuser.tensor<?xi1>) {
+  %a = fuser.unary isreal %c : !fuser.tensor<?xc64> -> !fuser.tensor<?xi1>
+  %b = fuser.unary isreal %x : !fuser.tensor<?xf32> -> !fuser.tensor<?xi1>
+  func.return %a, %b : !fuser.tensor<?xi1>, !fuser.tensor<?xi1>
+}
+// CHECK-LABEL: // kernel 0 of @isreal: pointwise
+// CHECK:         const fuser_complex<float> [[C:v[0-9]+]] = fuser_ld(
+// CHECK:         const bool [[A:t[0-9]+]] = (([[C]]).im == 0);
+// CHECK:         const bool [[B:t[0-9]+]] = (bool)true;

@@ -33,6 +33,8 @@ def test_elementwise_ops_match_torch(backend, dtype, shape):
         for op in (fd.ops.neg, fd.ops.real, fd.ops.imag, fd.ops.abs):
             fd.add_output(op(x))
         fd.add_output(fd.ops.add(fd.ops.mul(x, 2.5), 1))
+        fd.add_output(fd.ops.isreal(x))
+    a[-1, -1] = complex(a[-1, -1].real.item(), 0.0)  # one element with a zero imaginary part
     outs = fd.execute([a, b], backend=backend)
     exact = [a + b, a - b, a == b, a != b]
     close = [a * b, a / b]
@@ -47,6 +49,7 @@ def test_elementwise_ops_match_torch(backend, dtype, shape):
         assert torch.equal(got, want)
     torch.testing.assert_close(outs[9], a.abs())
     torch.testing.assert_close(outs[10], a * 2.5 + 1)
+    assert torch.equal(outs[11], torch.isreal(a)) and outs[11].sum() >= 1
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -114,7 +117,7 @@ def test_complex_kernels_use_fuser_complex():
 
 
 @pytest.mark.parametrize("build,message", [
-    (lambda fd, x: fd.ops.exp(x), "exp: not supported on complex operands .*complex supports: neg, abs, real, imag"),
+    (lambda fd, x: fd.ops.exp(x), "exp: not supported on complex operands .*complex supports: neg, abs, real, imag, isreal"),
     (lambda fd, x: fd.ops.lt(x, x), "lt: not supported on complex operands .*add, sub, mul, div, eq, ne"),
     (lambda fd, x: fd.ops.max(x, [0]), "max: not supported on complex operands .*complex supports: sum"),
     (lambda fd, x: fd.ops.where(fd.ops.eq(x, x), x, x), "where: not supported on complex operands"),

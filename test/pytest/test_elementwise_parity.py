@@ -65,7 +65,7 @@ def run(fd: FusionDefinition, inputs: list, backend: str) -> list[np.ndarray]:
 # ------------------------------------------------------------------------------------------------
 
 UNARY = ["signbit", "frac", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log10",
-         "erfc", "lgamma", "isfinite", "isposinf", "isneginf", "relu", "sign", "isnan", "isinf"]
+         "erfc", "lgamma", "isfinite", "isposinf", "isneginf", "relu", "sign", "isnan", "isinf", "isreal"]
 BINARY = ["truediv", "remainder", "atan2", "fmod", "div", "maximum", "minimum"]
 FULL_PRECISION_BINARY = ["nextafter"]  # f32 and f64 only (as nvFuser)
 TORCH_BINARY = {"truediv": torch.true_divide, "div": torch.true_divide}
@@ -237,17 +237,17 @@ def test_integer_division_by_zero(dtype):
 def test_unary_predicates_on_integers_and_bools(backend):
     x = np.array([np.iinfo(np.int32).min, -1, 0, 5], np.int32)
     flags = np.array([True, False, True, False])
-    names = ["signbit", "isfinite", "isposinf", "isneginf", "relu", "sign"]
+    names = ["signbit", "isfinite", "isposinf", "isneginf", "isreal", "relu", "sign"]
     with FusionDefinition() as fd:
         t = fd.define_tensor(shape=[-1], dtype=DataType.Int32)
         f = fd.define_tensor(shape=[-1], dtype=DataType.Bool)
         for name in names:
             fd.add_output(getattr(fd.ops, name)(t))
-        for name in names[:4]:
+        for name in names[:5]:
             fd.add_output(getattr(fd.ops, name)(f))
     outs = run(fd, [x, flags], backend)
     tx, tf = torch.from_numpy(x), torch.from_numpy(flags)
-    wants = [getattr(torch, n)(tx) for n in names] + [getattr(torch, n)(tf) for n in names[:4]]
+    wants = [getattr(torch, n)(tx) for n in names] + [getattr(torch, n)(tf) for n in names[:5]]
     for i, (got, want) in enumerate(zip(outs, wants)):
         assert_like_torch(got, want, f"output {i}")
 
