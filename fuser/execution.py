@@ -53,6 +53,17 @@ class FusionDefinition(_FusionBuilder):
         outputs = like_inputs(outputs, inputs) if chosen.returns_numpy else outputs
         return self._write_aliases(outputs, inputs) if self.aliases else outputs
 
+    def validate(self, inputs: Sequence[object], reference_outputs: Sequence[object] | None = None,
+                 backend: str | None = None, rtol: float | None = None, atol: float | None = None) -> list:
+        """Executes the fusion and checks each output against `reference_outputs` (default: the
+        reference interpreter's outputs for these inputs), with nvFuser's kind of tolerance: by
+        dtype, grown with the reductions behind the output (fuser/validate.py). Raises
+        ValidationError (an AssertionError) naming the output and its worst element; returns
+        the outputs."""
+        from fuser.validate import validate
+
+        return validate(self, inputs, reference_outputs, backend, rtol, atol)
+
     def segment(self, inputs: Sequence[object], backend: str | None = None):
         """The kernels (segments) this fusion runs as for these inputs: per segment its
         scheduler, its ops as fusion text and where its inputs and outputs come from and go
