@@ -32,6 +32,7 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
+from fuser_dialect import inverse_erf
 from fuser_dialect import shape_rules as rules
 from fuser_dialect.canonicalization import CastCanonicalization
 from fuser_dialect.dtype_rules import (
@@ -93,6 +94,8 @@ class UnaryKind(StrEnum):
     REAL = auto()
     IMAG = auto()
     ISREAL = auto()
+    ERFINV = auto()
+    ERFCINV = auto()
 
 
 FLOAT_ONLY_UNARY = {
@@ -100,7 +103,7 @@ FLOAT_ONLY_UNARY = {
     UnaryKind.SQRT, UnaryKind.RSQRT, UnaryKind.RECIPROCAL, UnaryKind.SIGMOID, UnaryKind.TANH,
     UnaryKind.SIN, UnaryKind.COS, UnaryKind.ERF, UnaryKind.TAN, UnaryKind.ASIN, UnaryKind.ACOS,
     UnaryKind.ATAN, UnaryKind.SINH, UnaryKind.COSH, UnaryKind.ASINH, UnaryKind.ACOSH, UnaryKind.ATANH,
-    UnaryKind.LOG10, UnaryKind.ERFC, UnaryKind.LGAMMA,
+    UnaryKind.LOG10, UnaryKind.ERFC, UnaryKind.LGAMMA, UnaryKind.ERFINV, UnaryKind.ERFCINV,
 }
 """Need a float input; the builder computes them in f32 for integer tensors (as torch)."""
 FLOAT_INPUT_UNARY = FLOAT_ONLY_UNARY | {UnaryKind.FRAC}
@@ -531,6 +534,8 @@ UNARY: dict[UnaryKind, Callable[[np.ndarray], np.ndarray]] = {
     UnaryKind.REAL: np.real,
     UnaryKind.IMAG: np.imag,
     UnaryKind.ISREAL: np.isreal,  # every element of a real tensor; imag == 0 on complex
+    UnaryKind.ERFINV: _per_element(inverse_erf.erfinv),
+    UnaryKind.ERFCINV: _per_element(inverse_erf.erfcinv),
 }
 
 

@@ -413,6 +413,62 @@ inline long long abs(long long x) { return x < 0 ? -x : x; }
 
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+
+// erfinv / erfcinv (CUDA has them, C's libm does not): the reference interpreter's steps
+// (fuser_dialect/inverse_erf.py), in double: Giles' estimate refined by Newton's method.
+namespace fuser_emu {
+inline double erfinv_estimate(double y) {
+  static constexpr double central[] = {2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
+                                       0.00021858087,  -0.00125372503, -0.00417768164, 0.246640727, 1.50140941};
+  static constexpr double tail[] = {-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+                                    -0.0076224613,   0.00943887047,  1.00167406,    2.83297682};
+  double w = -::log((1.0 - y) * (1.0 + y));
+  const double* c = central;
+  if (w < 5.0) {
+    w -= 2.5;
+  } else {
+    w = ::sqrt(w) - 3.0;
+    c = tail;
+  }
+  double p = 0.0;
+  for (int i = 0; i < 9; ++i) p = c[i] + p * w;
+  return p * y;
+}
+constexpr double kTwoOverSqrtPi = 1.1283791670955126;
+constexpr int kNewtonSteps = 3;
+}  // namespace fuser_emu
+inline double erfinv(double y) {
+  if (::isnan(y) || ::fabs(y) > 1.0) return NAN;
+  if (::fabs(y) == 1.0) return ::copysign(INFINITY, y);
+  if (y == 0.0) return y;
+  double x = ::fuser_emu::erfinv_estimate(y);
+  for (int i = 0; i < ::fuser_emu::kNewtonSteps; ++i)
+    x -= (::erf(x) - y) / (::fuser_emu::kTwoOverSqrtPi * ::exp(-x * x));
+  return x;
+}
+inline double erfcinv(double y) {
+  if (::isnan(y) || y < 0.0 || y > 2.0) return NAN;
+  if (y == 0.0) return INFINITY;
+  if (y == 2.0) return -INFINITY;
+  if (y > 1.0) return -erfcinv(2.0 - y);
+  if (y >= 0.0625) {
+    double x = ::fuser_emu::erfinv_estimate(1.0 - y);
+    for (int i = 0; i < ::fuser_emu::kNewtonSteps; ++i)
+      x -= (::erfc(x) - y) / (-::fuser_emu::kTwoOverSqrtPi * ::exp(-x * x));
+    return x;
+  }
+  const double log_y = ::log(y);
+  double x = ::sqrt(-log_y);
+  x = ::sqrt(::fmax(-log_y - ::log(x * 1.7724538509055159), 0.25));
+  for (int i = 0; i < 2 * ::fuser_emu::kNewtonSteps; ++i) {
+    const double tail = ::erfc(x);
+    if (tail == 0.0) break;
+    x -= (::log(tail) - log_y) / (-::fuser_emu::kTwoOverSqrtPi * ::exp(-x * x) / tail);
+  }
+  return x;
+}
+inline float erfinvf(float y) { return (float)erfinv((double)y); }
+inline float erfcinvf(float y) { return (float)erfcinv((double)y); }
 inline float rcbrtf(float x) { return 1.0f / cbrtf(x); }
 inline double rcbrt(double x) { return 1.0 / cbrt(x); }
 inline float __expf(float x) { return expf(x); }

@@ -116,3 +116,15 @@ func.func @isreal(%c: !fuser.tensor<?xc64>, %x: !fuser.tensor<?xf32>) -> (!fuser
 // CHECK:         const fuser_complex<float> [[C:v[0-9]+]] = fuser_ld(
 // CHECK:         const bool [[A:t[0-9]+]] = (([[C]]).im == 0);
 // CHECK:         const bool [[B:t[0-9]+]] = (bool)true;
+
+// -----
+
+// erfinv / erfcinv: CUDA's functions by name (the cpu emulation defines the same names).
+func.func @inverse_erf(%x: !fuser.tensor<?xf32>, %y: !fuser.tensor<?xf64>) -> (!fuser.tensor<?xf32>, !fuser.tensor<?xf64>) {
+  %a = fuser.unary erfinv %x : !fuser.tensor<?xf32> -> !fuser.tensor<?xf32>
+  %b = fuser.unary erfcinv %y : !fuser.tensor<?xf64> -> !fuser.tensor<?xf64>
+  func.return %a, %b : !fuser.tensor<?xf32>, !fuser.tensor<?xf64>
+}
+// CHECK-LABEL: // kernel 0 of @inverse_erf: pointwise
+// CHECK:         const float [[A:t[0-9]+]] = erfinvf([[X:v[0-9]+]]);
+// CHECK:         const double [[B:t[0-9]+]] = erfcinv([[Y:v[0-9]+]]);

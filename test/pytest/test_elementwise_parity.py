@@ -1,6 +1,6 @@
 """Elementwise parity with torch: the ops nvFuser has beyond the basic set (signbit, frac,
-inverse trig and hyperbolic functions, log10, erfc, lgamma, isfinite/isposinf/isneginf,
-truediv, remainder, atan2, nextafter, gcd, the shifts), the composites (addcmul, lerp, clamp,
+inverse trig and hyperbolic functions, log10, erfc, erfinv/erfcinv, lgamma, isfinite/isposinf/
+isneginf/isreal, truediv, remainder, atan2, nextafter, gcd, the shifts), the composites (addcmul, lerp, clamp,
 threshold, silu, triu), and the NaN, integer-division and result-dtype bugs of issue #13.
 
 Every case runs on the "reference" (numpy) and "cpu" (generated CUDA C run with g++) backends
@@ -441,3 +441,46 @@ def test_alpha_ops_mod_and_shift_operators_match_torch(backend):
     for got, want in zip(fd.execute([x, y, n], backend=backend), expected):
         assert got.dtype == want.dtype
         torch.testing.assert_close(got, want)
+
+
+# ------------------------------------------------------------------------------------------------
+# erfinv / erfcinv: against torch.erfinv, and erfcinv through erfc itself (torch has no erfcinv)
+# ------------------------------------------------------------------------------------------------
+
+
+def _inverse_erf_inputs(dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    y = np.concatenate([np.linspace(-0.99, 0.99, 199), [math.nan, math.inf, -math.inf, 1.0, -1.0, 1.5, -0.0, 0.0]])
+    tails = np.logspace(-30 if dtype in ("f64", "f32") else -4, -1, 40)
+    z = np.concatenate([np.linspace(0.01, 1.99, 199), tails, 2 - tails[-10:], [0.0, 2.0, -0.5, 2.5, math.nan]])
+    return y.astype(NUMPY[dtype]), z.astype(NUMPY[dtype])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", list(FLOATS))
+def test_erfinv_and_erfcinv(dtype, backend):
+    with FusionDefinition() as fd:
+        y = fd.define_tensor(shape=[-1], dtype=FLOATS[dtype])
+        z = fd.define_tensor(shape=[-1], dtype=FLOATS[dtype])
+        fd.add_output(fd.ops.erfinv(y))
+        fd.add_output(fd.ops.erfcinv(z))
+    ys, zs = _inverse_erf_inputs(dtype)
+    inv, cinv = run(fd, [ys, zs], backend)
+    # torch's double erfinv is up to 1e-8 (relative) off the root near +-1; the round trip
+    # below holds fuser's to the dtype's last place, so f64 is compared at f32's tolerance here.
+    assert_like_torch(inv, torch.erfinv(to_torch(ys, dtype)), "erfinv", dtype if dtype != "f64" else "f32")
+    assert np.signbit(inv[ys.size - 2]) and inv[ys.size - 1] == 0  # erfinv(-0.0) is -0.0
+    # Round trips: erf (erfc) of the result gives the input back, to the accuracy of the
+    # result's dtype (the function's slope there times an ulp of x), after the defined edges.
+    ulp = {"f64": 2.0**-52, "f32": 2.0**-23, "f16": 2.0**-10, "bf16": 2.0**-7}[dtype]
+    for yi, xi in zip(ys[:199].astype(np.float64), inv[:199].astype(np.float64)):
+        slope = 2 / math.sqrt(math.pi) * math.exp(-xi * xi)
+        assert abs(math.erf(xi) - yi) <= 4 * ulp * (abs(yi) + slope * abs(xi)), (yi, xi, math.erf(xi))
+    z64, x64 = zs.astype(np.float64), cinv.astype(np.float64)
+    assert x64[-5] == math.inf and x64[-4] == -math.inf and np.isnan(x64[-3:]).all()
+    for zi, xi in zip(z64[:-5], x64[:-5]):
+        if math.isinf(xi):  # an input that rounded to an end of [0, 2] in this dtype
+            assert zi == (0.0 if xi > 0 else 2.0), (zi, xi)
+            continue
+        slope = 2 / math.sqrt(math.pi) * math.exp(-xi * xi)
+        allowed = 4 * ulp * (zi + slope * abs(xi)) + (1e-14 if dtype == "f64" else 0)
+        assert abs(math.erfc(xi) - zi) <= allowed, (zi, xi, math.erfc(xi))
