@@ -193,6 +193,8 @@ class FusionDefinition:
         (`execute` takes the vector as one input: a list of ints)."""
         self.aliases: dict[int, int] = {}
         """Output position -> the argument index whose buffer it is written into (alias_input)."""
+        self.stride_orders: dict[SSAValue, tuple[int, ...]] = {}
+        """Values made by fd.ops.stride_order -> their order: a requirement when one is an output."""
 
     # -- definition ------------------------------------------------------
     def __enter__(self) -> FusionDefinition:
@@ -322,6 +324,12 @@ class FusionDefinition:
                 raise TypeError("stride_order applies to tensor outputs only")
             if sorted(stride_order) != list(range(t.ndim)):
                 raise ValueError(f"add_output: stride_order {list(stride_order)} is not a permutation of range({t.ndim})")
+        given = self.stride_orders.get(t.value) if isinstance(t, Tensor) else None
+        if given is not None:
+            if stride_order is not None and tuple(stride_order) != given:
+                raise ValueError(f"add_output #{len(self._outputs)}: stride_order {list(stride_order)} contradicts "
+                                 f"the fd.ops.stride_order {list(given)} of this tensor")
+            stride_order = given
         self._check_own(t.value, f"add_output #{len(self._outputs)}")
         self._outputs.append((t.value, tuple(stride_order) if stride_order is not None else None))
 

@@ -739,6 +739,19 @@ class Ops(CompositeOps):
         """A copy of `arg` (nvFuser's set)."""
         return self._emit(SetOp(self._tensor(arg, "set: arg").value))
 
+    def stride_order(self, arg: Tensor, stride_order: Sequence[int]) -> Tensor:
+        """`arg` laid out in `stride_order` (0 = the fastest dim, as add_output's): a copy whose
+        order is a requirement when it is a fusion output; elsewhere the values are arg's and the
+        compiler picks the layout (nvFuser's stride_order)."""
+        t = self._tensor(arg, "stride_order: arg")
+        order = tuple(int(d) for d in stride_order)
+        if sorted(order) != list(range(t.ndim)):
+            raise ValueError(f"stride_order: {list(order)} is not a permutation of range({t.ndim}) "
+                             f"for the {t.ndim}-d tensor {t.type.describe()}")
+        out = self.set(t)
+        self.fd.stride_orders[out.value] = order
+        return out
+
     def segment_set(self, arg: Tensor) -> Tensor:
         """A copy of `arg` that ends a kernel: its consumers run in a later one."""
         return self._emit(SegmentSetOp(self._tensor(arg, "segment_set: arg").value))

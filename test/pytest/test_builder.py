@@ -13,12 +13,14 @@ import sys
 import ml_dtypes
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from xdsl.parser import Parser
 
 from fuser import DataType, FusionDefinition
 from fuser_dialect import make_context
+from fuser_dialect.fusion import output_order
 from fuser_dialect.ops_compute import BinaryKind, UnaryKind
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -603,6 +605,34 @@ def test_input_stride_order_accepts_either_memory_layout():
     np.testing.assert_array_equal(got, 2 * np.asarray(x))
     (got,) = fd.execute([np.ascontiguousarray(x)], backend="reference")
     np.testing.assert_array_equal(got, 2 * np.asarray(x))
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_stride_order_op_is_a_required_output_layout(backend):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([-1, -1])
+        col = fd.ops.stride_order(fd.ops.neg(t), [0, 1])
+        fd.add_output(col)
+        fd.add_output(fd.ops.exp(fd.ops.stride_order(t, [0, 1])))  # an intermediate: values only
+    assert output_order(fd.fusion, 0) == ((0, 1), True) and output_order(fd.fusion, 1) == (None, False)
+    for inputs in ([x], [torch.from_numpy(x)]):
+        got, ex = fd.execute(inputs, backend=backend)
+        assert tuple(got.stride()) == (1, 3) if isinstance(got, torch.Tensor) else got.strides == (4, 12)
+        np.testing.assert_array_equal(np.asarray(got), -x)
+        np.testing.assert_allclose(np.asarray(ex), np.exp(x), rtol=1e-6)
+
+
+def test_stride_order_op_errors():
+    with pytest.raises(ValueError, match=r"stride_order: \[0, 0\] is not a permutation of range\(2\) for the 2-d"):
+        with FusionDefinition() as fd:
+            fd.ops.stride_order(fd.define_tensor([-1, -1]), [0, 0])
+    with pytest.raises(ValueError, match=r"add_output #0: stride_order \[1, 0\] contradicts the "
+                                         r"fd.ops.stride_order \[0, 1\] of this tensor"):
+        with FusionDefinition() as fd:
+            fd.add_output(fd.ops.stride_order(fd.define_tensor([-1, -1]), [0, 1]), stride_order=[1, 0])
+    with FusionDefinition() as fd:  # the same order twice is fine
+        fd.add_output(fd.ops.stride_order(fd.define_tensor([-1, -1]), [0, 1]), stride_order=[0, 1])
 
 
 @pytest.mark.parametrize("order", [[0, 0], [1], [0, 2]], ids=str)
