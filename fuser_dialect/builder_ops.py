@@ -15,6 +15,7 @@ from xdsl.ir import Operation, SSAValue
 from fuser_dialect import shape_rules as rules
 from fuser_dialect.builder import FusionDefinition, Scalar, Tensor, Vector, static_int
 from fuser_dialect.builder_composite import CompositeOps
+from fuser_dialect.builder_norm import NormOps
 from fuser_dialect.ops_compute import (
     BOOL_RESULT_UNARY,
     FLOAT_INPUT_UNARY,
@@ -183,7 +184,7 @@ def _norm_dims(op: str, dims: int | Sequence[int], rank: int) -> list[int]:
     return sorted(_norm_dim(op, d, rank) for d in dims)
 
 
-class Ops(CompositeOps):
+class Ops(CompositeOps, NormOps):
     def __init__(self, fd: FusionDefinition):
         self.fd = fd
 
