@@ -22,7 +22,7 @@ from fuser_dialect import make_context
 
 N_OPS = 2000
 BUDGET_S = 2.0  # ~1.0 s measured (print+parse+verify) on a 2-core machine
-LINEAR_RATIO_LIMIT = 7.0  # 4x for linear cost; quadratic steps would give ~16x
+LINEAR_RATIO_LIMIT = 8.0  # 4x for linear cost; quadratic steps would give ~16x
 
 
 def build_large_fusion(n_ops_wanted: int = N_OPS) -> FusionDefinition:
@@ -67,10 +67,12 @@ def print_parse_verify(fd: FusionDefinition) -> tuple[str, str, dict[str, float]
 def test_print_and_parse_2000_ops_round_trip_and_scale_linearly():
     small, large = build_large_fusion(N_OPS // 4), build_large_fusion()
     assert len(large.block.ops) >= N_OPS
-    # Best of two: a single sample on a shared machine can include a neighbour's burst.
-    small_s = min(print_parse_verify(small)[2]["total"] for _ in range(2))
+    # Best of two, interleaved: a shared machine changes speed from second to second, and the
+    # minima of alternating samples come from the same (fastest) spell.
     text, reprinted, seconds = print_parse_verify(large)
-    large_s = min(seconds["total"], print_parse_verify(large)[2]["total"])
+    small_s, large_s = print_parse_verify(small)[2]["total"], seconds["total"]
+    small_s = min(small_s, print_parse_verify(small)[2]["total"])
+    large_s = min(large_s, print_parse_verify(large)[2]["total"])
     print(
         f"\n{len(large.block.ops)} ops, {len(text) // 1024} KiB: print+parse+verify {large_s:.3f} s CPU; "
         f"{len(small.block.ops)} ops: {small_s:.3f} s (ratio {large_s / small_s:.1f})"
