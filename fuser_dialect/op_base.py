@@ -1,4 +1,5 @@
-"""Shared pieces of the fuser ops: the result check every verifier ends with, and the
+"""Shared pieces of the fuser ops: the result check every verifier ends with, `axis` of the ops
+along one dim, and the
 `[0, %a, 3]` syntax of mixed static/dynamic integer lists (pad widths, slice bounds)."""
 
 from __future__ import annotations
@@ -13,6 +14,14 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from fuser_dialect.types import BROADCAST, DYNAMIC, DYNAMIC_ENTRY, TensorType, format_dims
+
+
+class AlongDim:
+    """Mixed into ops with a `dim` property (an i64 IntegerAttr): the dim as a Python int."""
+
+    @property
+    def axis(self) -> int:
+        return self.dim.value.data  # type: ignore[attr-defined]
 
 
 def tensor_type(op: Operation, value: SSAValue, what: str) -> TensorType:

@@ -15,13 +15,13 @@ from xdsl.utils.exceptions import VerifyException
 from fuser_dialect.canonicalization import DimCanonicalization
 from fuser_dialect.extents import ExtentError, ExtentPlan, Step, declared_shape, missing_value, type_flags
 from fuser_dialect.interpreter import Value, cast_array, result_dtype, result_shape
-from fuser_dialect.op_base import tensor_type
+from fuser_dialect.op_base import AlongDim, tensor_type
 from fuser_dialect.op_table import DimTie, Dims, NotApplicable, TypeOf, extent_operand_ties, no_links, register
 from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType, is_scalar_type
 
 
 @irdl_op_definition
-class DimOp(IRDLOperation):
+class DimOp(AlongDim, IRDLOperation):
     """The extent of one dim of a tensor, as an i64 scalar."""
 
     name = "fuser.dim"
@@ -33,10 +33,6 @@ class DimOp(IRDLOperation):
 
     def __init__(self, input: SSAValue, dim: int):
         super().__init__(operands=[input], result_types=[i64], properties={"dim": IntegerAttr(dim, i64)})
-
-    @property
-    def axis(self) -> int:
-        return self.dim.value.data
 
     def verify_(self) -> None:
         t = tensor_type(self, self.input, "input")

@@ -15,12 +15,12 @@ from xdsl.traits import Pure
 from fuser_dialect import shape_rules as rules
 from fuser_dialect.extents import ExtentError, ExtentPlan, Step
 from fuser_dialect.interpreter import InterpreterError, Value, check_index_range
-from fuser_dialect.op_base import check_result, tensor_type
+from fuser_dialect.op_base import AlongDim, check_result, tensor_type
 from fuser_dialect.op_table import DimTie, Dims, TypeOf, follow_ties, register, result_dims
 from fuser_dialect.types import TensorType
 
 
-class _IndexOp(IRDLOperation):
+class _IndexOp(AlongDim, IRDLOperation):
     input = operand_def(TensorType)
     index = operand_def(TensorType)
     dim = prop_def(IntegerAttr[I64])
@@ -33,10 +33,6 @@ class _IndexOp(IRDLOperation):
     def __init__(self, input: SSAValue, index: SSAValue, dim: int, result_type: TensorType):
         super().__init__(operands=[input, index], result_types=[result_type],
                          properties={"dim": IntegerAttr(dim, i64)})
-
-    @property
-    def axis(self) -> int:
-        return self.dim.value.data
 
     def verify_(self) -> None:
         t = tensor_type(self, self.input, "input")

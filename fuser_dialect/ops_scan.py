@@ -19,7 +19,7 @@ from xdsl.traits import Pure
 
 from fuser_dialect.extents import plan_same_shape
 from fuser_dialect.interpreter import Value, cast_array, compute_dtype, result_dtype
-from fuser_dialect.op_base import check_result, tensor_type
+from fuser_dialect.op_base import AlongDim, check_result, tensor_type
 from fuser_dialect.op_table import Dims, TypeOf, op_title, register, same_dims, same_position
 from fuser_dialect.ops_compute import ReductionKind, ReductionKindAttr
 from fuser_dialect.shape_rules import ShapeError
@@ -46,7 +46,7 @@ def scan_shape(op: str, t: TensorType, dim: int) -> Dims:
 
 
 @irdl_op_definition
-class ScanOp(IRDLOperation):
+class ScanOp(AlongDim, IRDLOperation):
     """Inclusive scan of `input` along `dim`: out[..., i, ...] = fold(in[..., 0..i, ...])."""
 
     name = "fuser.scan"
@@ -64,10 +64,6 @@ class ScanOp(IRDLOperation):
     @property
     def op_kind(self) -> ScanKind:
         return self.kind.data
-
-    @property
-    def axis(self) -> int:
-        return self.dim.value.data
 
     def verify_(self) -> None:
         t = tensor_type(self, self.input, "input")

@@ -28,12 +28,12 @@ from xdsl.traits import Pure
 from fuser_dialect import shape_rules as rules
 from fuser_dialect.extents import ExtentError, ExtentPlan, Step
 from fuser_dialect.interpreter import InterpreterError, Value, check_index_range
-from fuser_dialect.op_base import check_result, tensor_type
+from fuser_dialect.op_base import AlongDim, check_result, tensor_type
 from fuser_dialect.op_table import DimTie, Dims, TypeOf, follow_ties, register
 
 
 @irdl_op_definition
-class ScatterOp(IRDLOperation):
+class ScatterOp(AlongDim, IRDLOperation):
     name = "fuser.scatter"
     input = operand_def()
     index = operand_def()
@@ -49,10 +49,6 @@ class ScatterOp(IRDLOperation):
     def __init__(self, input: SSAValue, index: SSAValue, src: SSAValue, dim: int, result_type):
         super().__init__(operands=[input, index, src], result_types=[result_type],
                          properties={"dim": IntegerAttr(dim, i64)})
-
-    @property
-    def axis(self) -> int:
-        return self.dim.value.data
 
     def verify_(self) -> None:
         t = tensor_type(self, self.input, "input")

@@ -20,7 +20,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from fuser_dialect.extents import ExtentPlan, Step, constant_value
 from fuser_dialect.interpreter import IndexOutOfRange, Value
-from fuser_dialect.op_base import check_result, tensor_type
+from fuser_dialect.op_base import AlongDim, check_result, tensor_type
 from fuser_dialect.op_table import DimTie, Dims, TypeOf, follow_ties, register
 from fuser_dialect.shape_rules import ShapeError
 from fuser_dialect.types import TensorType, format_dims
@@ -46,7 +46,7 @@ def wrap_index(op: str, index: int, extent: int, dim: int) -> int:
 
 
 @irdl_op_definition
-class SelectOp(IRDLOperation):
+class SelectOp(AlongDim, IRDLOperation):
     name = "fuser.select"
     input = operand_def(TensorType)
     index = operand_def()
@@ -58,10 +58,6 @@ class SelectOp(IRDLOperation):
     def __init__(self, input: SSAValue, index: SSAValue, dim: int, result_type: TensorType):
         super().__init__(operands=[input, index], result_types=[result_type],
                          properties={"dim": IntegerAttr(dim, i64)})
-
-    @property
-    def axis(self) -> int:
-        return self.dim.value.data
 
     def verify_(self) -> None:
         t = tensor_type(self, self.input, "input")
