@@ -82,3 +82,23 @@ def test_complex_outputs_compare_both_parts():
     (sq,) = fd.validate([c], backend="cpu")
     with pytest.raises(ValidationError, match=r"the worst at \[1\]"):
         fd.validate([c], [sq + np.array([0, 1e-2j], np.complex64)], backend="cpu")
+
+
+def test_outputs_written_into_inputs_are_updated_once_and_skipped():
+    """batch_norm's running statistics are outputs aliased to inputs: validate lines the
+    returned outputs up without them, and the inputs receive one update, not two."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, -1], dtype=DataType.Float)
+        rm, rv = fd.define_tensor([-1]), fd.define_tensor([-1])
+        y, mean, invstd = fd.ops.batch_norm(x, None, None, rm, rv, 0.5, 1e-5, True)
+        fd.add_output(fd.ops.cast(fd.ops.gt(y, 0.0), DataType.Int))  # an integer output: exact check
+        fd.add_output(mean)
+    xs = torch.randn(64, 3)
+    running_mean, running_var = torch.zeros(3), torch.ones(3)
+    positive, mean = fd.validate([xs, running_mean, running_var], backend="cpu")
+    assert positive.dtype == torch.int64 and mean.dtype == torch.float32
+    torch.testing.assert_close(running_mean, 0.5 * xs.mean(0))  # one update from zero
+    with pytest.raises(ValidationError, match=r"output 0: 1 element\(s\) differ"):
+        wrong = positive.clone()
+        wrong[0, 0] = 1 - wrong[0, 0]
+        fd.validate([xs, torch.zeros(3), torch.ones(3)], [wrong, mean], backend="cpu")
