@@ -84,7 +84,7 @@ class LaunchPlan:
         self.output = adopt_memory.output
         self.workspace = adopt_memory.workspace_address
         self.adopt = adopt_memory.adopt
-        self.synchronous = getattr(adopt_memory, "launches_are_synchronous", False)
+        self.synchronous = adopt_memory.launches_are_synchronous
         self.n_draws = len(unseeded_random_ops(facts.fusion.body.block.ops))
         slots: dict = {a: i for i, a in enumerate(facts.args) if a in facts.tensor_args}
         self.n_inputs = len(facts.args)

@@ -14,6 +14,9 @@ from fuser.lowering.disk_cache import Binary
 class DeviceMemory:
     """Buffers of the cuda backend: device arrays (torch CUDA tensors are used in place)."""
 
+    launches_are_synchronous = False
+    """Launches are queued on a stream: each gets its own zeroed workspace (lowering/launch_plan.py)."""
+
     def __init__(self, inputs: Sequence[object]):
         from fuser.lowering import gpu_runtime
 
