@@ -2,7 +2,9 @@
 
 Without a flag: --full where a GPU is usable, else --quick.
 --quick  cpu-sized shapes on the cpu backend (a few minutes on 2 cores): kernels, bytes / minimum,
-         compile latency (cold / warm processes), host overhead, correctness.
+         compile latency (cold / warm processes), host overhead, correctness. Where a GPU is
+         usable (and --backend is not cpu): "gpu-quick", each kind once at a GPU shape on the cuda
+         backend with the GPU figures of --full, within about 3 minutes.
 --full   the issue's shapes; backend cuda (needs a GPU and pycuda): adds CUDA-event kernel times,
          achieved bandwidth vs a device-to-device copy, torch eager and torch.compile. Bytes are
          still counted by the cpu backend, at the full row length with fewer rows.
@@ -30,6 +32,8 @@ from fuser.benchmarks.cases import Case, all_cases
 from fuser.lowering.backends import CPU, Backend, get_backend
 
 BYTES_SHAPE_LIMIT = 64 << 20  # full mode: count bytes on the cpu backend at most this much minimum traffic
+GPU_QUICK_BYTES_LIMIT = 8 << 20  # gpu-quick mode: the same, smaller (seconds matter in a GPU session)
+GPU_QUICK_BUDGET_S = 170.0  # gpu-quick mode: start no case after this (the GPU check gives the step 240 s)
 
 
 def parse_args(argv):
@@ -102,7 +106,8 @@ class Harness:
 
         # kernels, bytes and correctness on the cpu backend, which counts bytes (fewer rows on GPU machines)
         counted_here = self.backend.counts_bytes
-        bytes_shape = case.shape if counted_here else case.with_rows(BYTES_SHAPE_LIMIT)
+        limit = GPU_QUICK_BYTES_LIMIT if self.mode == "gpu-quick" else BYTES_SHAPE_LIMIT
+        bytes_shape = case.shape if counted_here else case.with_rows(limit)
         row["bytes_shape"] = list(bytes_shape)
         try:
             if counted_here or CPU.available()[0]:
@@ -178,13 +183,21 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     from fuser.benchmarks import gpu as gpu_mod
 
+    has_gpu, why = gpu_mod.available()
     if args.full or args.quick:
         mode = "full" if args.full else "quick"
     else:  # no flag: the full shapes where a GPU can run them, the cpu-sized ones elsewhere
-        has_gpu, why = gpu_mod.available()
         mode = "full" if has_gpu else "quick"
         log(f"mode {mode}: " + (f"GPU {why}" if has_gpu else f"no GPU ({why})"))
-    backend = get_backend(args.backend or ("cuda" if mode == "full" else "cpu"))
+    if mode == "quick" and has_gpu and args.backend in (None, "cuda"):
+        # A GPU session's quick run: each kind once at a GPU shape, against a copy, torch eager and
+        # torch.compile, within a few minutes (no cold/warm compile probes: a cpu-machine figure).
+        mode = "gpu-quick"
+        args.no_compile_latency = True
+        args.no_memcheck = True
+        args.budget = args.budget if args.budget is not None else GPU_QUICK_BUDGET_S
+        log(f"mode gpu-quick: GPU {why}; budget {args.budget:.0f} s")
+    backend = get_backend(args.backend or ("cuda" if mode in ("full", "gpu-quick") else "cpu"))
     ok, why = backend.available()
     if not ok:
         log(f"backend {backend.name} unavailable here: {why}. Use --quick (cpu backend) or --backend cpu.")

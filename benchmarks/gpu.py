@@ -3,10 +3,10 @@
 How time is measured
 --------------------
 - Kernel time: CUDA events (`lowering.gpu_runtime.time_kernel`: warm-up calls, then one event
-  pair per call recorded back to back on the default stream, read at the end), median of the
-  per-call times. What is timed is a *replay* of the launches one `fd.execute` made (the same
-  compiled kernels, grids and arguments, captured from `GpuModule.launch`), so the executor's
-  Python host overhead stays out of the kernel figure. The full `execute` is timed the same way
+  pair per call recorded back to back, read at the end), median of the per-call times. What is
+  timed is a *replay* of the launches one `fd.execute` made (the same compiled kernels, grids,
+  streams and argument buffers, captured at `cuda_driver.launch`, which the full path and launch
+  plans both end in), so the executor's Python host overhead stays out of the kernel figure. The full `execute` is timed the same way
   too ("exec": if it is host-bound, its events include the GPU idling while Python runs).
 - Inputs rotate over several sets (distinct buffers) whose total exceeds 2 x the L2 size, so a
   call never finds its inputs in L2 from the previous call. Data: normal logits (std 2),
@@ -74,18 +74,7 @@ class Gpu:
 
     # -- device-to-device copy: the bandwidth we compare against --------------------------------
     def copy_bandwidth(self, nbytes: int = COPY_BYTES, iters: int = 30) -> dict:
-        drv = self.drv
-        free, _ = drv.mem_get_info()
-        nbytes = min(nbytes, free // 4) // 4 * 4
-        src, dst = drv.mem_alloc(nbytes), drv.mem_alloc(nbytes)
-        try:
-            drv.memset_d32(src, 0x3F800000, nbytes // 4)  # 1.0f everywhere: never zeros
-            ms = statistics.median(self.rt.time_kernel(lambda: drv.memcpy_dtod_async(dst, src, nbytes),
-                                                       warmup=5, iters=iters))
-        finally:
-            src.free()
-            dst.free()
-        return {"bytes": nbytes, "ms": ms, "gbps": 2 * nbytes / (ms * 1e-3) / 1e9}
+        return self.rt.copy_bandwidth(nbytes, iters)
 
     # -- input sets --------------------------------------------------------------------------
     def _to_device(self, x):
@@ -118,25 +107,35 @@ class Gpu:
 
     # -- fuser: capture the launches of one execute, replay them --------------------------------
     def capture(self, fd, inputs: list) -> tuple[list, Callable[[], None]]:
-        """Runs fd.execute once, recording every GpuModule.launch; returns (outputs, replay)."""
-        GpuModule = self.rt.GpuModule
-        original = GpuModule.launch
+        """Runs fd.execute once, recording every kernel launch (the full path's and a launch
+        plan's alike: both end in cuda_driver.launch) and keeping the per-launch workspaces alive;
+        returns (outputs, replay). The outputs hold the buffers the recorded launches write."""
+        from fuser.lowering import cuda_driver
+        from fuser.lowering.backends.cuda import DeviceMemory
+
+        original_launch, original_workspace = cuda_driver.launch, DeviceMemory.workspace
         calls: list[tuple] = []
+        kept: list = []  # grid reductions' workspaces: the last block leaves them zeroed for a replay
 
-        def recording(module, kernel_name, grid, block, args, **options):
-            calls.append((module, kernel_name, grid, block, list(args), options))
-            return original(module, kernel_name, grid, block, args, **options)
+        def recording(*args):
+            calls.append(args)
+            return original_launch(*args)
 
-        GpuModule.launch = recording
+        def keeping(memory, words):
+            kept.append(original_workspace(memory, words))
+            return kept[-1]
+
+        cuda_driver.launch, DeviceMemory.workspace = recording, keeping
         try:
             outputs = fd.execute(inputs, backend="cuda")
         finally:
-            GpuModule.launch = original
+            cuda_driver.launch, DeviceMemory.workspace = original_launch, original_workspace
 
         def replay() -> None:
-            for module, name, grid, block, args, options in calls:
-                original(module, name, grid, block, args, **options)
+            for args in calls:
+                original_launch(*args)
 
+        replay.kept = (kept, outputs)  # type: ignore[attr-defined]  # what the replayed launches write
         return outputs, replay
 
     def time_rotating(self, fns: Sequence[Callable[[], object]], warmup: int, iters: int) -> float:

@@ -211,7 +211,7 @@ class EmptyLaunches:
     - the full path's `program.launch(...)`: the real launch's argument checks and packing
       (`pack_args`) run, then the empty kernel; both count as "in launch" (as before launch plans);
     - a launch plan's prebuilt launches (`BoundLaunch` / `BoundGpuLaunch`): only the raw C
-      launcher call (cpu) or the prepared call (cuda) is swapped and timed, so writing the data
+      launcher call (cpu) or the cuLaunchKernel call (cuda) is swapped and timed, so writing the data
       pointers into the argument buffers and everything else in Python count as fuser's own
       share: "in launch" is the bare launch of the empty kernel and nothing of ours."""
 
@@ -247,19 +247,19 @@ class EmptyLaunches:
         if self.empty.backend.on_gpu:
             from fuser.lowering.gpu_runtime import BoundGpuLaunch
 
-            empty_fn = self.empty.program.bind(self.empty.NAME, 1, 1, []).fn
+            empty_bound = self.empty.program.bind(self.empty.NAME, 1, 1, [])
+            empty_handle, launch = empty_bound.fn, empty_bound.launcher
             swap = self
 
-            class TimedEmpty:
-                def prepared_call(self, grid, block, *values, shared_size=0):
-                    t0 = time.perf_counter_ns()
-                    empty_fn.prepared_call(grid, block, shared_size=0)
-                    swap.ns += time.perf_counter_ns() - t0
+            def timed_empty(function, grid, block, shared_bytes, stream, params, kernel_name=""):
+                t0 = time.perf_counter_ns()
+                launch(empty_handle, grid, block, 0, stream, b"", kernel_name)
+                swap.ns += time.perf_counter_ns() - t0
 
             for bound in list(BoundGpuLaunch.instances):
-                if bound.fn is not empty_fn:
-                    self._swapped.append((bound, "fn", bound.fn))
-                    bound.fn = TimedEmpty()
+                if bound is not empty_bound:
+                    self._swapped.append((bound, "launcher", bound.launcher))
+                    bound.launcher = timed_empty
             return
         from fuser.lowering.cpu_runtime import BoundLaunch
 

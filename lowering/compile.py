@@ -185,13 +185,12 @@ def install_bundled_headers(nvrtc, folder: Path) -> Path | None:
     """Extracts NVRTC's bundled headers into a temporary sibling of `folder` and renames it to
     `folder`, so a folder that exists is whole; a concurrent installer that renamed first wins
     and its copy is used. None when this NVRTC bundles none or `folder` cannot be written."""
+    if not bundles_headers(nvrtc):
+        return None
     try:
-        status, info = nvrtc.nvrtcGetBundledHeadersInfo()[:2]
-        if status != nvrtc.nvrtcResult.NVRTC_SUCCESS or not info.available:
-            return None
         folder.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-    except (AttributeError, OSError):  # older bindings or libnvrtc lack the calls; unwritable root
+    except OSError:  # an unwritable root
         return None
     try:
         (status, *_) = nvrtc.nvrtcInstallBundledHeaders(str(tmp).encode(), 0)
@@ -204,6 +203,18 @@ def install_bundled_headers(nvrtc, folder: Path) -> Path | None:
         return folder if (folder / "cuda_fp16.h").is_file() else None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bundles_headers(nvrtc) -> bool:
+    """Whether this NVRTC carries its own headers (13.5+). Never raises: bindings older than the
+    call lack it (AttributeError), and cuda-bindings 13.0.x declare it but cannot call it
+    (TypeError from the info struct's constructor, seen on the first GPU machine with NVRTC
+    13.0); either way the wheel's or a toolkit's headers are used instead."""
+    try:
+        status, info = nvrtc.nvrtcGetBundledHeadersInfo()[:2]
+        return status == nvrtc.nvrtcResult.NVRTC_SUCCESS and bool(info.available)
+    except (AttributeError, TypeError, RuntimeError, ValueError):
+        return False
 
 
 def _wheel_or_toolkit_headers() -> tuple[str, ...]:

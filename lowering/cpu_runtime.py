@@ -353,7 +353,7 @@ class CpuModule:
         return _marshal_args(self._kernel(kernel_name), args)
 
     def launch(self, kernel_name: str, grid, block, args: Sequence, *, needs_sync: bool = True,
-               shared_bytes: int = 0, num_threads: int | None = None) -> LaunchStats:
+               shared_bytes: int = 0, num_threads: int | None = None, stream: None = None) -> LaunchStats:
         """Runs `kernel_name` over `grid` x `block` (ints or up to 3-tuples) and returns the global
         bytes it loaded and stored.
 
@@ -362,7 +362,8 @@ class CpuModule:
         Python numbers are converted to the parameter's type. needs_sync=False runs each block as a
         plain loop over its threads: only for kernels without barriers or warp operations.
         shared_bytes: dynamic shared memory per block. num_threads: OS threads (default
-        $FUSER_CPU_THREADS, else one per core).
+        $FUSER_CPU_THREADS, else one per core). stream: accepted for the GPU's signature; a launch
+        here has finished when the call returns.
         """
         kernel = self._kernel(kernel_name)
         pointers, keep_alive = _marshal_args(kernel, args)
@@ -473,7 +474,7 @@ class BoundLaunch:
         self._local.state = st
         return st
 
-    def __call__(self, pointers: Sequence[int]) -> tuple[int, int]:
+    def __call__(self, pointers: Sequence[int], stream: None = None) -> tuple[int, int]:
         """Runs the kernel on these data addresses (one per PointerSlot, in order); returns
         (bytes loaded, bytes stored). Raises MemcheckError / LaunchError as `launch` does."""
         st = getattr(self._local, "state", None) or self._state()

@@ -53,6 +53,18 @@ template <typename T> __device__ __forceinline__ T fuser_imod(T a, T b) {
 template <typename T> __device__ __forceinline__ T fuser_remainder_fix(T mod, T b) {
   return (mod != (T)0 && ((b < (T)0) != (mod < (T)0))) ? (T)(mod + b) : mod;
 }
+// Integer power by squaring in T's wrapping arithmetic, as torch computes it (a double pow
+// rounds: on the GPU pow(-19.0, 3.0) truncates to -6858). A negative exponent gives what torch
+// gives: 1 for a base of 1, +-1 for -1, else 0.
+template <typename T> __device__ __forceinline__ T fuser_ipow(T a, T b) {
+  if (b < (T)0) return a == (T)1 ? (T)1 : a == (T)-1 ? ((b & (T)1) ? (T)-1 : (T)1) : (T)0;
+  unsigned long long result = 1ULL, base = (unsigned long long)a;
+  for (unsigned long long e = (unsigned long long)b; e != 0ULL; e >>= 1) {
+    if (e & 1ULL) result *= base;
+    base *= base;
+  }
+  return (T)result;
+}
 // gcd as torch computes it (Euclid on |a|, |b| in T's wrapping arithmetic, so |MIN| stays MIN and
 // gcd(MIN, MAX) is -1), without C's undefined cases (-MIN, MIN % -1).
 template <typename T> __device__ __forceinline__ T fuser_gcd(T a, T b) {
@@ -331,7 +343,7 @@ def binary_expr(kind: BinaryKind, a: str, b: str, dtype: str) -> str:
         case BinaryKind.POW:
             if is_float:
                 return f"{_fn('pow', dtype)}({a}, {b})"
-            return f"(({COMPUTE_TYPE[dtype]})pow((double)({a}), (double)({b})))"
+            return f"fuser_ipow<{t}>({a}, {b})"
         case BinaryKind.FMOD:
             return f"{_fn('fmod', dtype)}({a}, {b})" if is_float else f"fuser_imod<{t}>({a}, {b})"
         case BinaryKind.REMAINDER:

@@ -56,6 +56,12 @@ class FusionExecutor:
             outputs = backend.run(self.fusion, inputs)
             self._local.last = None
             return outputs
+        if backend.on_gpu:
+            with backend.context():  # on any thread: pushed for the call, popped after it
+                return self._execute(inputs, backend, disable)
+        return self._execute(inputs, backend, disable)
+
+    def _execute(self, inputs: Sequence[object], backend: Backend, disable: Sequence[str]):
         snapshot = settings.launch_settings()
         signature = self.signature(inputs)
         if signature is not None:
@@ -95,7 +101,7 @@ class FusionExecutor:
         # FUSER_DISABLE changed without settings.reload(): this call's decisions do not match the
         # snapshot the key holds, so no plan is stored under it.
         if plan_key is not None and os.environ.get("FUSER_DISABLE", "") == snapshot.disable:
-            plan = LaunchPlan(compiled, extents, memory, backend.allocator(()), launches, records, checked,
+            plan = LaunchPlan(compiled, extents, memory, memory.detached(), launches, records, checked,
                               signature[1], index_checks, key)
             with self._lock:
                 if len(self._plans) >= MAX_PLANS:

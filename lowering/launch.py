@@ -207,7 +207,7 @@ class Launcher:
                 args = [self.argument(s) for s in sources]
                 try:
                     stats = module.launch(kernel.name, grid, block, args, needs_sync=kernel.needs_sync,
-                                          shared_bytes=kernel.shared_bytes)
+                                          shared_bytes=kernel.shared_bytes, stream=self.mem.stream)
                 except MemcheckError as e:
                     raise named(e, kernel.params, self.compiled, self.rt) from None
                 if stats is not None:  # backends that count global bytes

@@ -84,6 +84,7 @@ class LaunchPlan:
         self.output = adopt_memory.output
         self.workspace = adopt_memory.workspace_address
         self.adopt = adopt_memory.adopt
+        self.stream_of = adopt_memory.stream_of  # per call: the current torch stream may change
         self.synchronous = adopt_memory.launches_are_synchronous
         self.n_draws = len(unseeded_random_ops(facts.fusion.body.block.ops))
         slots: dict = {a: i for i, a in enumerate(facts.args) if a in facts.tensor_args}
@@ -148,6 +149,7 @@ class LaunchPlan:
             addr[i] = address(buf)
         counts = []
         draws = None  # this call's (seed, offset) per unseeded random op, drawn at first need
+        stream = self.stream_of()
         for step in self.steps:
             for slot, allocate in step.allocations:
                 buf = objects[slot] = allocate()
@@ -178,7 +180,7 @@ class LaunchPlan:
             else:
                 pointers = [addr[s] for s in step.pointers]
             try:
-                counts.append(step.launch(pointers))
+                counts.append(step.launch(pointers, stream))
             except MemcheckError as e:
                 raise named(e, step.launched.kernel.params, self.compiled, self.rt) from None
         outputs = []
@@ -199,6 +201,7 @@ class LaunchPlan:
         address, output, new_workspace = self.address, self.output, self.workspace
         result_slots = tuple(what for _, what, _ in self.results)
         compiled, rt = self.compiled, self.rt
+        stream_of = self.stream_of
         steps = []
         for step in self.steps:
             # A workspace position reads slot 0 and is then overwritten with the workspace.
@@ -222,6 +225,7 @@ class LaunchPlan:
             objects = [*inputs, *no_objects]
             addr = addresses + no_addresses
             counts = []
+            stream = stream_of()
             for k, (allocations, launch, pointers, launched, workspaces) in enumerate(steps):
                 for slot, allocate in allocations:
                     buf = objects[slot] = allocate()
@@ -231,7 +235,7 @@ class LaunchPlan:
                     for i, a in workspaces_of(k, workspaces):
                         pointer_values[i] = a
                 try:
-                    counts.append(launch(pointer_values))
+                    counts.append(launch(pointer_values, stream))
                 except BaseException as e:
                     held.__dict__.pop(k, None)
                     if isinstance(e, MemcheckError):

@@ -14,8 +14,9 @@ class Program(Protocol):
     """A compiled source loaded into its runtime (CpuModule, GpuModule)."""
 
     def launch(self, kernel_name: str, grid, block, args: Sequence[object], *, needs_sync: bool = True,
-               shared_bytes: int = 0):
-        """Runs one kernel; returns its LaunchStats (global bytes) where the backend counts them."""
+               shared_bytes: int = 0, stream: int | None = None):
+        """Runs one kernel (on the GPU: queued on `stream`, a CUstream handle); returns its
+        LaunchStats (global bytes) where the backend counts them."""
 
     def pack_args(self, kernel_name: str, args: Sequence[object]) -> object:
         """The argument checks and packing of `launch`, without launching (for timing them)."""

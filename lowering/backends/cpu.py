@@ -45,8 +45,20 @@ def _dense_view(a: np.ndarray) -> np.ndarray | None:
     return view if view.flags.c_contiguous else None
 
 
+def _no_stream() -> None:
+    return None
+
+
 class HostMemory:
     """Buffers of the cpu backend: numpy arrays."""
+
+    stream = None
+    """The emulation runs each launch to completion, in call order: there are no streams."""
+    stream_of = staticmethod(_no_stream)
+
+    def detached(self) -> "HostMemory":
+        """What a launch plan keeps (this memory holds nothing of the call)."""
+        return self
 
     def adopt(self, value):
         value = to_numpy(value)

@@ -12,31 +12,48 @@ from fuser.lowering.disk_cache import Binary
 
 
 class DeviceMemory:
-    """Buffers of the cuda backend: device arrays (torch CUDA tensors are used in place)."""
+    """Buffers of the cuda backend for one call. With torch tensors among the inputs ("torch
+    mode") every buffer is a torch CUDA tensor from torch's caching allocator and kernels run on
+    torch's current stream; with numpy inputs buffers are pooled pycuda memory and kernels run on
+    fuser's own stream (lowering/gpu_runtime.py)."""
 
     launches_are_synchronous = False
     """Launches are queued on a stream: each gets its own zeroed workspace (lowering/launch_plan.py)."""
 
-    def __init__(self, inputs: Sequence[object]):
+    def __init__(self, inputs: Sequence[object], torch_mode: bool | None = None):
         from fuser.lowering import gpu_runtime
 
-        self.gpu = gpu_runtime
-        self.like = [x for x in inputs if hasattr(x, "data_ptr")]
+        gpu = self.gpu = gpu_runtime
+        self.torch_mode = any(gpu._is_tensor(x) for x in inputs) if torch_mode is None else torch_mode
+        self.device = f"cuda:{gpu._device_ordinal()}" if self.torch_mode else None
+        self.stream_of = gpu.torch_stream(gpu._device_ordinal()) if self.torch_mode else gpu.own_stream
+        """The handle of the stream this call's kernels go to, read per call."""
+        self.stream = self.stream_of()
+
+    def detached(self) -> "DeviceMemory":
+        """The same decisions without this call's inputs (what a launch plan keeps)."""
+        return DeviceMemory((), self.torch_mode)
 
     def adopt(self, value):
+        if self.torch_mode and isinstance(value, np.ndarray):  # stream-ordered by torch's allocator
+            return self.gpu.torch_copy(value, self.device)
         return self.gpu.to_device(value)
 
     def pointer(self, buf):
         return buf
 
     def empty(self, shape, dtype, order, like):
-        return self.gpu.empty(shape, dtype, stride_order=order, like=self.like)
+        return self.allocator(shape, dtype, order)()
 
     def workspace(self, words: int):
-        """Zero-filled scratch memory of a launch (8-byte words; grid reductions)."""
-        import numpy as np
+        """Zero-filled scratch memory of a launch (8-byte words; grid reductions), zeroed on the
+        stream the launch goes to."""
+        if self.torch_mode:
+            import torch
 
-        return self.gpu.to_device(np.zeros(words, np.uint64))
+            t = torch.zeros(words, dtype=torch.int64, device=self.device)
+            return self.gpu.DeviceArray(t.data_ptr(), (words,), np.uint64, (1,), t)
+        return self.gpu.zeros_on_own_stream(words)
 
     def element_strides(self, buf) -> tuple[int, ...]:
         return tuple(buf.strides)
@@ -47,15 +64,15 @@ class DeviceMemory:
     # What launch plans use (lowering/launch_plan.py): everything decided once per signature.
 
     def allocator(self, shape, dtype, order):
-        """A function allocating the buffer `empty` would (torch when this call's inputs were
-        torch tensors; the plan's signature fixes that). Keeps no reference to the inputs."""
+        """A function allocating an output buffer (torch's allocator in torch mode, the pool
+        otherwise). Keeps no reference to the inputs."""
         gpu = self.gpu
         shape, order = tuple(shape), None if order is None else tuple(order)
-        if not any(gpu._is_tensor(t) for t in self.like):
+        if not self.torch_mode:
             return lambda: gpu.empty(shape, dtype, stride_order=order)
         import torch
 
-        device, strides = f"cuda:{gpu._device_ordinal()}", gpu.dense_strides(shape, order)
+        device, strides = self.device, gpu.dense_strides(shape, order)
         torch_dtype = gpu._torch_dtype(np.dtype(dtype))
 
         def allocate():
@@ -95,3 +112,9 @@ class CudaBackend(KernelBackend):
 
     def allocator(self, inputs: Sequence[object]) -> DeviceMemory:
         return DeviceMemory(inputs)
+
+    def context(self):
+        """The primary context current for the span of a call (lowering/gpu_runtime.py)."""
+        from fuser.lowering.gpu_runtime import context
+
+        return context()

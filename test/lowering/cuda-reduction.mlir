@@ -3,7 +3,7 @@
 // row, fuser_block_reduce (warp shuffles + shared memory), thread 0 stores the row result.
 // Outer reduction: one thread per kept element walking down the reduced dim, no block reduce.
 // RUN: fuser-opt %s --split-input-file -t cuda | filecheck %s
-// RUN: fuser-opt %s --split-input-file -t 'cuda{extent=65536}' | filecheck %s --check-prefix=LONG
+// RUN: fuser-opt %s --split-input-file -t 'cuda{extent=65536 prelude=false}' | filecheck %s --check-prefix=LONG
 
 func.func @row_sum(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<?xf32> {
   %s = fuser.reduction sum %x dims [1] : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xf32>

@@ -7,7 +7,12 @@
   nor depends on the user's ~/.cache/fuser; kernels are still shared by all tests of a session.
   FUSER_TEST_CACHE_DIR=<folder> uses (and keeps) that folder instead, for a warm cache across runs.
 
-Both are set at import, before any test module can read a setting.
+* FUSER_TEST_BACKENDS=cuda,cpu: the kernel backends that tests comparing with the reference run
+  on (lowering_checks.check, and every test taking the `kernel_backend` argument, once per
+  backend). Default: cpu, plus cuda where a GPU is usable. A name that is unknown or not usable
+  here stops the session at its start, with the reason.
+
+Both caches and memcheck are set at import, before any test module can read a setting.
 """
 
 from __future__ import annotations
@@ -23,6 +28,27 @@ os.environ.setdefault("FUSER_MEMCHECK", "1")
 _KEPT_CACHE = os.environ.get("FUSER_TEST_CACHE_DIR", "").strip()
 _SESSION_CACHE = _KEPT_CACHE or tempfile.mkdtemp(prefix="fuser-test-cache-")
 os.environ["FUSER_CACHE_DIR"] = _SESSION_CACHE
+
+
+def pytest_configure(config):
+    from lowering_checks import KERNEL_BACKENDS, backends_under_test
+
+    from fuser.lowering.backends import get_backend
+
+    for name in backends_under_test():
+        if name not in KERNEL_BACKENDS:
+            raise pytest.UsageError(f"FUSER_TEST_BACKENDS: unknown backend {name!r}; expected some of "
+                                    f"{', '.join(KERNEL_BACKENDS)}")
+        ok, why = get_backend(name).available()
+        if not ok:
+            raise pytest.UsageError(f"FUSER_TEST_BACKENDS names {name!r}, which is not usable here: {why}")
+
+
+def pytest_generate_tests(metafunc):
+    if "kernel_backend" in metafunc.fixturenames:
+        from lowering_checks import backends_under_test
+
+        metafunc.parametrize("kernel_backend", backends_under_test())
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -1,6 +1,7 @@
-"""Shared by test_lowering_ops.py and test_schedulers.py: run a fusion on the cpu backend (the
-generated CUDA C compiled with g++ and run on the host) and on the numpy reference interpreter
-(the oracle), and compare the outputs with a tolerance per dtype.
+"""Shared by the lowering tests: run a fusion on the kernel backends under test (by default the
+cpu backend — the generated CUDA C compiled with g++ and run on the host — plus cuda where a GPU
+is usable; FUSER_TEST_BACKENDS=cuda,cpu names them) and on the numpy reference interpreter (the
+oracle), and compare the outputs with a tolerance per dtype.
 
 Tolerances. f16/bf16 ops compute in f32 and round once to their dtype (both sides), so the
 outputs differ by at most one unit in the last place of the narrow dtype where the f32 results
@@ -12,6 +13,7 @@ Integers and bools must be equal.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Sequence
 
 import ml_dtypes
@@ -47,7 +49,7 @@ def generated_not_compiled(backend: str) -> dict[str, str]:
 
 
 def assert_matches(got, expected, what: str, tol: tuple[float, float] | None = None) -> None:
-    """`got` (cpu backend) equals `expected` (reference) in shape, dtype and values."""
+    """`got` (a kernel backend) equals `expected` (reference) in shape, dtype and values."""
     got, expected = np.asarray(got), np.asarray(expected)
     assert got.shape == expected.shape, f"{what}: shape {got.shape}, reference {expected.shape}"
     assert got.dtype == expected.dtype, f"{what}: dtype {got.dtype}, reference {expected.dtype}"
@@ -62,23 +64,57 @@ def assert_matches(got, expected, what: str, tol: tuple[float, float] | None = N
         first = tuple(int(i) for i in bad[0])
         raise AssertionError(
             f"{what}: {len(bad)} of {expected.size} elements differ (dtype {expected.dtype}); first at "
-            f"{first}: cpu {got[first]!r}, reference {expected[first]!r}"
+            f"{first}: got {got[first]!r}, reference {expected[first]!r}"
         )
 
 
+KERNEL_BACKENDS = ("cpu", "cuda")
+
+
+def backends_under_test() -> list[str]:
+    """The kernel backends tests compare with the reference: $FUSER_TEST_BACKENDS (comma-separated,
+    e.g. "cuda,cpu"), by default the cpu backend plus cuda where a GPU is usable. conftest.py
+    refuses unknown or unusable names at the start of the session."""
+    listed = os.environ.get("FUSER_TEST_BACKENDS", "").strip()
+    if listed:
+        return [name.strip() for name in listed.split(",") if name.strip()]
+    from fuser.lowering.gpu_runtime import gpu_available
+
+    return ["cpu"] + (["cuda"] if gpu_available()[0] else [])
+
+
 def check(fd, inputs: Sequence[object], names: Sequence[str] | None = None, tol=None, **execute_kwargs):
-    """Runs `fd` on the reference and the cpu backend, compares every output; returns the kernel
-    records of the cpu run (fd.last_kernels())."""
+    """Runs `fd` on the reference and on every backend under test, compares every output; returns
+    the kernel records of the cpu run (fd.last_kernels()), which count global bytes: the cpu
+    backend also runs when it is not under test but can, for those counts."""
     expected = fd.execute(inputs, backend="reference", **execute_kwargs)
-    got = fd.execute(inputs, backend="cpu", **execute_kwargs)
-    kernels = fd.last_kernels()
-    for k in kernels:
-        GENERATED[_sha(k.source)] = k.source
-    assert len(got) == len(expected)
-    for i, (g, e) in enumerate(zip(got, expected)):
-        label = f"output {i}" + (f" ({names[i]})" if names and i < len(names) else "")
-        assert_matches(g, e, label, tol)
+    backends = backends_under_test()
+    if "cpu" not in backends and cpu_compiler_available():
+        backends.append("cpu")
+    kernels = []
+    for backend in backends:
+        got = fd.execute(inputs, backend=backend, **execute_kwargs)
+        if backend == "cpu" or not kernels:
+            kernels = fd.last_kernels()
+        for k in fd.last_kernels():
+            GENERATED[_sha(k.source)] = k.source
+        assert len(got) == len(expected)
+        for i, (g, e) in enumerate(zip(got, expected)):
+            label = f"{backend} output {i}" + (f" ({names[i]})" if names and i < len(names) else "")
+            assert_matches(as_numpy(g), e, label, tol)
     return kernels
+
+
+def as_numpy(x):
+    """A backend's output as numpy (the cuda backend returns torch tensors for torch inputs)."""
+    if hasattr(x, "detach"):
+        t = x.detach().cpu()
+        if str(t.dtype) == "torch.bfloat16":
+            import torch
+
+            return t.view(torch.int16).numpy().view(BF16)
+        return t.numpy()
+    return x
 
 
 def tie(fd, tensors) -> None:

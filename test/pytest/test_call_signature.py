@@ -145,7 +145,7 @@ def test_a_failed_launch_gets_a_fresh_workspace(monkeypatch):
         ctypes.c_uint64.from_address(workspace).value = 5
         raise RuntimeError("launch failed")
 
-    monkeypatch.setattr(type(bound), "__call__", lambda self, pointers: fail_after_counting(pointers))
+    monkeypatch.setattr(type(bound), "__call__", lambda self, pointers, stream=None: fail_after_counting(pointers))
     with pytest.raises(RuntimeError, match="launch failed"):
         fd.execute([x, y], backend="cpu")
     monkeypatch.undo()

@@ -128,8 +128,7 @@ def test_bf16_kernel_gets_the_headers_installed_once_per_user(fresh_install, tmp
 
 def test_install_renames_a_whole_folder_and_a_second_installer_uses_it(tmp_path):
     compiler = nvrtc()
-    status, info = compiler._nvrtc.nvrtcGetBundledHeadersInfo()[:2]
-    if not info.available:
+    if not cc.bundles_headers(compiler._nvrtc):
         pytest.skip(f"{compiler.label} bundles no headers")
     target = tmp_path / "nvrtc-include" / compiler.version
     assert cc.install_bundled_headers(compiler._nvrtc, target) == target
@@ -370,3 +369,23 @@ def gxx_cpu_seconds() -> float:
     time on a loaded machine."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+class _NvrtcWithoutUsableBundle:
+    """cuda-bindings 13.0.x next to NVRTC 13.0 (the first GPU machine): the call is declared
+    but its info struct cannot be built, so calling it raises TypeError."""
+
+    class nvrtcResult:
+        NVRTC_SUCCESS = 0
+
+    @staticmethod
+    def nvrtcGetBundledHeadersInfo():
+        raise TypeError("__cinit__() takes exactly 1 positional argument (0 given)")
+
+
+def test_bindings_that_cannot_report_bundled_headers_fall_back_quietly(tmp_path):
+    fake = _NvrtcWithoutUsableBundle()
+    assert cc.bundles_headers(fake) is False
+    assert cc.install_bundled_headers(fake, tmp_path / "nvrtc-include" / "13.0") is None
+    assert not (tmp_path / "nvrtc-include").exists()
+    assert cc.bundles_headers(object()) is False  # bindings older than the call

@@ -172,6 +172,22 @@ def test_binary(dt, npdt):
         assert len(kernels) == 1
 
 
+@pytest.mark.parametrize("dt, npdt", [(DataType.Int, np.int64), (DataType.Int32, np.int32)])
+def test_integer_pow_is_exact_and_wraps(dt, npdt):
+    """Regression (the first GPU run): integer pow went through a double pow, whose rounding
+    truncated (-19)^3 to -6858 on the GPU; and beyond 2^53 a double cannot hold the exact power
+    anywhere. Exact powers by squaring, wrapping like numpy and torch."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1], dtype=dt)
+        y = fd.define_tensor(shape=[-1], dtype=dt)
+        fd.add_output(fd.ops.pow(x, y))
+    base = np.array([-19, 3, 3, -3, 7, 0, 1, -1, 2], npdt)
+    exponent = np.array([3, 39, 41, 37, 22, 0, 5, 7, 40], npdt)
+    check(fd, [base, exponent])
+    (got,) = fd.execute([base, exponent], backend="cpu")
+    assert got[0] == -6859
+
+
 INT_DIV_BY_ZERO = """
 import numpy as np
 from fuser import DataType, FusionDefinition
