@@ -31,27 +31,69 @@ class FusionDefinition(_FusionBuilder):
         self._executor = None
         self._executor_lock = threading.Lock()
 
-    def execute(self, inputs: Sequence[object], backend: str | None = None, _disable_options: Sequence[str] = ()):
+    def execute(self, inputs: Sequence[object], backend: str | None = None, _disable_options: Sequence[str] = (),
+                *, device=None):
         """Runs the fusion and returns its outputs as a list.
 
         backend: "reference" runs the numpy interpreter; "cpu" runs the generated CUDA C
         on the host; "cuda" runs it on the GPU through pycuda; None picks "cuda" when a
         GPU and pycuda are usable, else "cpu" (and "reference" when the lowering cannot
         run here at all: no C++ compiler). Inputs are numpy arrays (bf16 via ml_dtypes),
-        Python/numpy scalars and torch tensors; outputs are torch tensors when an input was.
+        Python/numpy scalars and torch tensors; outputs are torch tensors when an input was,
+        and, as in nvFuser, for a fusion without tensor inputs where torch is installed.
+        device: where the outputs go ("cpu", "cuda", "cuda:0", a torch.device or a GPU index);
+        it picks the backend when none is named (cpu → "cpu", a GPU → "cuda").
         _disable_options: e.g. ["concretize_resize_extents"] (also env FUSER_DISABLE).
         """
+        torch_outputs = False
+        if device is not None or self._without_tensor_inputs():
+            backend, torch_outputs = self._placement(device, backend)
         chosen = _named_backends.get(backend) if type(backend) is str else None
         if chosen is None:
             chosen = _backend_named(backend)
         disable = _disable_options if type(_disable_options) is tuple else tuple(_disable_options)
         if self.vector_inputs:
             inputs = self._flat_inputs(inputs)
-        outputs = self._get_executor().execute(inputs, chosen, disable)
+        outputs = self._get_executor().execute(inputs, chosen, disable, torch_outputs)
         if not chosen.compiles:
             outputs = self._zero_dim_as_arrays(outputs)
-        outputs = like_inputs(outputs, inputs) if chosen.returns_numpy else outputs
+        if chosen.returns_numpy:
+            outputs = as_torch(outputs) if torch_outputs else like_inputs(outputs, inputs)
         return self._write_aliases(outputs, inputs) if self.aliases else outputs
+
+    def _without_tensor_inputs(self) -> bool:
+        found = self.__dict__.get("_no_tensor_inputs")
+        if found is None:
+            found = self._no_tensor_inputs = not any(isinstance(a.type, TensorType)
+                                                     for a in self.fusion.body.block.args)
+        return found
+
+    def _placement(self, device, backend) -> tuple[object, bool]:
+        """(the backend to run on, whether outputs must be torch tensors) for `device`."""
+        kind = _device_kind(device)
+        if kind is not None:
+            name = getattr(backend, "name", backend)
+            if name is None:
+                backend = kind if kind == "cuda" else "cpu"
+            elif (kind == "cuda") != (name == "cuda"):
+                raise ValueError(f"execute: device {device!r} and backend {name!r} disagree (the cuda backend runs on "
+                                 "a GPU, the cpu and reference backends on the host)")
+        import importlib.util
+
+        return backend, self._without_tensor_inputs() and importlib.util.find_spec("torch") is not None
+
+    def compile_for(self, inputs: Sequence[object], backend: str | None = None, _disable_options: Sequence[str] = (),
+                    *, device=None) -> None:
+        """Compiles the kernels `execute(inputs, ...)` would run, without running them: the
+        inputs' shapes, strides and dtypes count, their values do not (index ranges are not
+        checked). Raises what that `execute` would raise before launching; later executes of
+        inputs of the same signature find the kernels cached."""
+        if device is not None or self._without_tensor_inputs():
+            backend, _ = self._placement(device, backend)
+        if self.vector_inputs:
+            inputs = self._flat_inputs(inputs)
+        disable = tuple(_disable_options)
+        self._get_executor().prepare(inputs, _backend_named(backend), disable)
 
     def validate(self, inputs: Sequence[object], reference_outputs: Sequence[object] | None = None,
                  backend: str | None = None, rtol: float | None = None, atol: float | None = None) -> list:
@@ -178,6 +220,26 @@ def _backend_named(name):
     if type(name) is str:
         _named_backends[name] = chosen
     return chosen
+
+
+def _device_kind(device) -> str | None:
+    """"cpu" or "cuda" for an execute(device=...) value; fuser runs on one GPU, the first."""
+    if device is None:
+        return None
+    text = str(device) if not isinstance(device, int) or isinstance(device, bool) else f"cuda:{device}"
+    kind, _, index = text.partition(":")
+    if kind not in ("cpu", "cuda") or (index and not index.isdigit()) or (kind == "cpu" and index):
+        raise ValueError(f"execute: device {device!r}: expected 'cpu', 'cuda', 'cuda:N', a torch.device or a GPU index")
+    if kind == "cuda" and index and int(index) != 0:
+        raise ValueError(f"execute: device {device!r}: fuser's kernels run on cuda:0")
+    return kind
+
+
+def as_torch(outputs):
+    """Host outputs (fresh numpy arrays) as torch tensors sharing their memory."""
+    import torch
+
+    return like_inputs(outputs, [torch.empty(0)])
 
 
 def like_inputs(outputs, inputs):

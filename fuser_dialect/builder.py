@@ -69,6 +69,11 @@ class Scalar:
 
         return ScalarBuilder(self.fd).floordiv(self, o)
 
+    def __bool__(self) -> bool:
+        # `if s >= 0:` would build a comparison Scalar and read it as always true: a silent bug.
+        raise TypeError("a fuser Scalar has no truth value while the fusion is being defined (it is known only "
+                        "at execution); branch with fd.ops.where, or compare Python ints")
+
     def __repr__(self) -> str:
         return f"Scalar({self.dtype})"
 

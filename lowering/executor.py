@@ -51,21 +51,25 @@ class FusionExecutor:
         self._local = threading.local()
         self._plans: dict[tuple, LaunchPlan] = {}
 
-    def execute(self, inputs: Sequence[object], backend: Backend, disable: Sequence[str] = ()):
+    def execute(self, inputs: Sequence[object], backend: Backend, disable: Sequence[str] = (),
+                torch_outputs: bool = False):
+        """torch_outputs: a fusion without tensor inputs hands back torch tensors (on the cuda
+        backend, allocated by torch on the GPU)."""
         if not backend.compiles:
             outputs = backend.run(self.fusion, inputs)
             self._local.last = None
             return outputs
         if backend.on_gpu:
             with backend.context():  # on any thread: pushed for the call, popped after it
-                return self._execute(inputs, backend, disable)
-        return self._execute(inputs, backend, disable)
+                return self._execute(inputs, backend, disable, torch_outputs)
+        return self._execute(inputs, backend, disable, torch_outputs)
 
-    def _execute(self, inputs: Sequence[object], backend: Backend, disable: Sequence[str]):
+    def _execute(self, inputs: Sequence[object], backend: Backend, disable: Sequence[str], torch_outputs: bool):
         snapshot = settings.launch_settings()
         signature = self.signature(inputs)
         if signature is not None:
-            key = (backend, disable, snapshot, signature[0])
+            key = (backend, disable, snapshot, signature[0], True) if torch_outputs else \
+                (backend, disable, snapshot, signature[0])
             plan = self._plans.get(key)
             if plan is not None:
                 outputs, counts = plan.run(inputs, signature[1])
@@ -74,16 +78,31 @@ class FusionExecutor:
                 return outputs
         else:
             key = None
-        return self._execute_full(inputs, backend, disable, snapshot, key, signature)
+        return self._execute_full(inputs, backend, disable, snapshot, key, signature, torch_outputs)
 
-    def _execute_full(self, inputs, backend, disable, snapshot, plan_key, signature):
+    def prepare(self, inputs: Sequence[object], backend: Backend, disable: Sequence[str] = ()) -> None:
+        """Everything the first `execute` of these inputs does before launching — input checks,
+        concretization, segmentation, schedules, compilation — but no index checks (the values
+        need not be real) and no launch. The kernels stay cached for the calls to come."""
+        if not backend.compiles:
+            return
+        if backend.on_gpu:
+            with backend.context():
+                self._compile(check_inputs(self.fusion, inputs), backend, disable, with_index_checks=False)
+            return
+        self._compile(check_inputs(self.fusion, inputs), backend, disable, with_index_checks=False)
+
+    def _compile(self, checked, backend, disable, with_index_checks: bool = True):
+        """(the bound index checks, the cache key, the compiled fusion, its extents, its kernels)
+        of checked inputs, compiling what is not cached yet."""
         resize_extents = resize_extents_enabled(disable)
-        checked = check_inputs(self.fusion, inputs)
         shapes, scalars = runtime_arguments(self.plan, checked)
         source_extents = self.plan.evaluate(shapes, scalars)
-        index_checks = self.index_checks.bind(checked, source_extents) if self.has_index_ops else ()
-        for check, extent in index_checks:
-            check.check(checked, extent)
+        index_checks = ()
+        if with_index_checks and self.has_index_ops:
+            index_checks = self.index_checks.bind(checked, source_extents)
+            for check, extent in index_checks:
+                check.check(checked, extent)
         key = make_key(self.plan, checked, backend.name, resize_extents, extents=source_extents)
         compiled = self.cache.lookup_or_build(
             key, lambda: build_compiled_fusion(self.module, shapes, scalars, backend, resize_extents)
@@ -95,7 +114,12 @@ class FusionExecutor:
                 self._compiles += 1
             else:
                 self._reuses += 1
-        memory = backend.allocator(inputs)
+        return index_checks, key, compiled, extents, kernels
+
+    def _execute_full(self, inputs, backend, disable, snapshot, plan_key, signature, torch_outputs=False):
+        checked = check_inputs(self.fusion, inputs)
+        index_checks, key, compiled, extents, kernels = self._compile(checked, backend, disable)
+        memory = backend.allocator(inputs, torch_outputs)
         outputs, records, launches = Launcher(compiled, kernels, extents, checked, memory).run(backend)
         self._local.last = (compiled, None, records)
         # FUSER_DISABLE changed without settings.reload(): this call's decisions do not match the

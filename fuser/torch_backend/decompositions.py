@@ -3,8 +3,17 @@
 torch's core-ATen set, plus the composites core ATen keeps whole but fuser needs as
 primitives: softmax / log-softmax (amax, sub, exp, sum, log), layer-norm (var_mean, rsqrt,
 mul, add), gelu (erf or tanh form). Their backwards are in the core set already.
-Matmuls, embedding and dropout are not decomposed: they stay eager (a later fuser may take
-them: add translations, not decompositions)."""
+
+Minus what must stay whole (`EXCLUDED`, audited against Inductor's `decomps_to_exclude`):
+attention stays a library call on every device, as in Inductor. On CPU, SDPA dispatches to
+`_scaled_dot_product_flash_attention_for_cpu`, whose core decomposition returns the attention
+weights [B, H, S, S] where the op returns its logsumexp [B, H, S]; the backward op, which stays
+whole, then reads the weights as the logsumexp and computes wrong gradients (torch's own source
+says to exclude it). Decomposed, attention would also materialise the [B, H, S, S] scores.
+The other entries of Inductor's list are its own lowering choices (ops it lowers directly or
+rewrites in place), not correctness: fuser keeps those decompositions (their pieces are ops it
+translates).
+"""
 
 from __future__ import annotations
 
@@ -23,8 +32,15 @@ EXTRA_DECOMPOSITIONS = [
     aten.rms_norm,
 ]
 
+EXCLUDED = {
+    aten._scaled_dot_product_flash_attention_for_cpu.default:
+        "attention is a library call; the core decomposition's second output is not the logsumexp",
+}
+
 
 def fuser_decompositions() -> dict:
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(EXTRA_DECOMPOSITIONS))
+    for op in EXCLUDED:
+        table.pop(op, None)
     return table

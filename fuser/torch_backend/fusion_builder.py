@@ -3,8 +3,8 @@
 Placeholders become `define_tensor` (dynamic dims -1, size-1 dims broadcast, static dims
 static, stride order from the example value) or `define_scalar` (SymInt/SymFloat inputs);
 every call node is translated through the op table; the submodule's outputs become
-`add_output`s with the example value's stride order as a requirement, so what eager code
-downstream sees has the layout the graph was traced with.
+`add_output`s with the example value's stride order as a requirement (row-major too), so
+what eager code downstream sees has the layout the graph was traced with.
 
 `RegionPlan` says how the runtime maps the region's arguments to fusion inputs and the
 fusion outputs back to the region's results (an output may be a constant or an input).
@@ -28,6 +28,13 @@ class TranslationError(Exception):
     """A node that passed the support check could not be built (a fuser limit met late)."""
 
 
+class NothingToCompute(TranslationError):
+    """Every output of the region is one of its inputs, a view of one, or a constant."""
+
+    def __init__(self):
+        super().__init__("nothing to compute: every output is an input, a view of one or a constant")
+
+
 @dataclass
 class OutputSpec:
     kind: str  # "fusion" (index into fd outputs), "input" (index into region args), "constant"
@@ -40,6 +47,11 @@ class OutputSpec:
 class RegionPlan:
     outputs: list[OutputSpec] = field(default_factory=list)
     aten_ops: int = 0  # call nodes translated (what the fusion replaces)
+    device: str = "cpu"  # where the traced outputs live: a region without tensor inputs runs there
+    example: list = field(default_factory=list)  # the placeholders' example values (partition-time compile)
+    disable: tuple[str, ...] = ()
+    """execute's _disable_options: in a dynamic graph pad/slice/cat extents stay symbolic, so one
+    compile serves every length (concretizing them would recompile per length)."""
 
 
 class Translator:
@@ -132,6 +144,12 @@ class Translator:
         return result
 
 
+def _symbolic(meta) -> bool:
+    if isinstance(meta, torch.Tensor):
+        return any(isinstance(s, torch.SymInt) for s in meta.shape)
+    return isinstance(meta, (torch.SymInt, torch.SymFloat))
+
+
 def _define_input(fd: FusionDefinition, node: torch.fx.Node):
     meta = node.meta.get("val")
     if isinstance(meta, torch.Tensor):
@@ -155,6 +173,9 @@ def build_region(gm: torch.fx.GraphModule, name: str) -> tuple[FusionDefinition,
     """The FusionDefinition of a partition submodule and how to call it."""
     plan = RegionPlan()
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    plan.example = [n.meta.get("val") for n in placeholders]
+    if any(_symbolic(v) for v in plan.example):
+        plan.disable = ("concretize_resize_extents",)
     input_index = {n: i for i, n in enumerate(placeholders)}
     with FusionDefinition(name) as fd:
         tx = Translator(fd)
@@ -170,13 +191,18 @@ def build_region(gm: torch.fx.GraphModule, name: str) -> tuple[FusionDefinition,
                 output_node = node
         results = output_node.args[0]
         results = list(results) if isinstance(results, (list, tuple)) else [results]
-        added: dict[int, int] = {}
+        devices = [m.device.type for r in results if isinstance(m := tx.meta(r) if isinstance(r, torch.fx.Node)
+                                                                   else None, torch.Tensor)]
+        plan.device = devices[0] if devices else "cpu"
+        added: dict[tuple, int] = {}
         for r in results:
             plan.outputs.append(_add_output(fd, tx, r, input_index, added))
+        if not added:
+            raise NothingToCompute()
     return fd, plan
 
 
-def _add_output(fd, tx: Translator, node, input_index, added: dict[int, int]) -> OutputSpec:
+def _add_output(fd, tx: Translator, node, input_index, added: dict[tuple, int]) -> OutputSpec:
     if node in input_index:  # the region returns one of its inputs unchanged
         return OutputSpec("input", input_index[node])
     value = tx.value(node)
@@ -184,13 +210,22 @@ def _add_output(fd, tx: Translator, node, input_index, added: dict[int, int]) ->
     if not isinstance(value, Tensor):
         dtype = meta.dtype if isinstance(meta, torch.Tensor) else None
         return OutputSpec("constant", value=value, dtype=dtype)
-    if any(value is tx.env.get(p) for p in input_index):  # an identity chain back to an input
-        return OutputSpec("input", next(input_index[p] for p in input_index if tx.env.get(p) is value))
-    if id(value) not in added:  # one fusion output per distinct tensor
-        order = stride_order(meta.stride()) if isinstance(meta, torch.Tensor) and meta.dim() > 1 else None
-        fd.add_output(value, stride_order=None if order is None or is_row_major(order) else order)
-        added[id(value)] = len(added)
-    return OutputSpec("fusion", added[id(value)])
+    # The traced layout is a requirement, row-major included: left free, fuser would follow an
+    # input's layout (a hint), and eager code after the region (a `view`) relies on the strides
+    # it was traced with. One fusion output per distinct tensor and layout.
+    order = stride_order(meta.stride()) if isinstance(meta, torch.Tensor) and meta.dim() > 1 else None
+    source = next((p for p in input_index if tx.env.get(p) is value), None)
+    if source is not None:  # an identity chain back to an input (a full slice, a cat with nothing)
+        traced = tx.meta(source)
+        if order is None or stride_order(traced.stride()) == order:
+            return OutputSpec("input", input_index[source])  # its copy keeps the input's layout
+    key = (id(value), None if order is None else tuple(order))
+    if key not in added:
+        if source is not None or any(k[0] == id(value) for k in added):  # a copy, in the traced layout
+            value = fd.ops.set(value)
+        fd.add_output(value, stride_order=order)
+        added[key] = len(added)
+    return OutputSpec("fusion", added[key])
 
 
-__all__ = ["build_region", "RegionPlan", "OutputSpec", "Translator", "TranslationError"]
+__all__ = ["build_region", "NothingToCompute", "RegionPlan", "OutputSpec", "Translator", "TranslationError"]

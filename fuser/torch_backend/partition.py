@@ -4,15 +4,23 @@ fusions (the fw_compiler / bw_compiler given to AOTAutograd).
 Steps: rebuild sizes of intermediates from the inputs (symbolic.py); propose partitions
 with torch's CapabilityBasedPartitioner and `FuserSupport`; drop view/constant ops at a
 region's edges (they cost nothing eagerly and would only add inputs/outputs); fuse each
-partition into a submodule; build its FusionDefinition; install a `FusedRegion` in its place.
-A region whose definition cannot be built stays eager (its submodule runs), with the reason
-in the report.
+partition into a submodule; build its FusionDefinition and compile its kernels for the traced
+example inputs (all regions of a graph at once: g++ and NVRTC work in parallel); install a
+`FusedRegion` in its place.
+
+A region is decided here, once: it either runs fused from its first call on, or it is refused
+now — its definition cannot be built, it computes nothing (every output is an input or a view
+of one), or its kernels cannot be compiled for the traced inputs — and its submodule runs
+eagerly, with the reason in the report. Nothing falls back at run time: a fusion that fails
+then raises, as the program would.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 import torch.fx
@@ -20,7 +28,8 @@ from torch.fx.node import _get_qualified_name
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
 
-from fuser.torch_backend.fusion_builder import build_region
+from fuser.torch_backend.dtypes import size_hint
+from fuser.torch_backend.fusion_builder import NothingToCompute, build_region
 from fuser.torch_backend.op_table import TRANSLATIONS, translation_for
 from fuser.torch_backend.report import GraphReport, RegionReport
 from fuser.torch_backend.runtime import FusedRegion
@@ -57,6 +66,8 @@ def partition_graph(gm: torch.fx.GraphModule, kind: str) -> tuple[torch.fx.Graph
                                              non_compute_ops=_non_compute_names())
     partitions = partitioner.propose_partitions()
     partitioner.remove_bookend_non_compute_ops(partitions)
+    for partition in partitions:
+        _strided_views_leave(gm.graph, partition.nodes)
     partitions = [p for p in partitions if any(_counted(n) for n in p.nodes)]
     fused_nodes = {n for p in partitions for n in p.nodes}
     for node in gm.graph.nodes:
@@ -69,26 +80,116 @@ def partition_graph(gm: torch.fx.GraphModule, kind: str) -> tuple[torch.fx.Graph
     region_ops = [[_op_name(n) for n in p.nodes if _counted(n)] for p in partitions]
     if partitions:
         gm = fuse_by_partitions(gm, [p.nodes for p in partitions], prefix=REGION_PREFIX, always_return_tuple=True)
-    for node in gm.graph.nodes:
-        if node.op == "call_module" and node.target.startswith(REGION_PREFIX):
-            index = int(node.target[len(REGION_PREFIX):])
-            report.regions.append(_install_region(gm, node.target, f"{kind}.{node.target}", region_ops[index]))
+    regions = [node.target for node in gm.graph.nodes
+               if node.op == "call_module" and node.target.startswith(REGION_PREFIX)]
+    built = [_build(gm, attr, f"{kind}.{attr}", region_ops[int(attr[len(REGION_PREFIX):])]) for attr in regions]
+    with ThreadPoolExecutor(max_workers=max(1, min(len(built), os.cpu_count() or 1))) as pool:
+        reports = list(pool.map(_compile, built))
+    for attr, (region, region_report) in zip(regions, reports):
+        report.regions.append(region_report)
+        if region is not None:
+            setattr(gm, attr, region)
+            continue
+        for op in region_report.ops:  # refused: its ops run eagerly, and are counted so, once
+            report.eager_ops[op] += 1
+            report.reasons.setdefault(op, f"in {region_report.name}, which fuser refused: {region_report.refused}")
     gm.recompile()
     report.build_s = time.perf_counter() - start
     log.info("%s", report.summary())
     return gm, report
 
 
-def _install_region(gm: torch.fx.GraphModule, attr: str, name: str, ops: list[str]) -> RegionReport:
+def _strided_views_leave(graph: torch.fx.Graph, members: dict) -> None:
+    """A view whose value leaves the region with a layout that is not dense (a slice of a
+    wider tensor, an expand) must reach eager code as traced: a strided view of its base,
+    sharing storage. A fusion writes dense outputs, so such a view is taken eagerly, outside
+    the region, from the base (which becomes a region output); a view also used inside the
+    region stays there too, for those uses."""
+    pending = list(members)
+    while pending:
+        node = pending.pop()
+        if node not in members or not _is_view(node) or _is_dense(node.meta.get("val")):
+            continue
+        outside = [u for u in node.users if u not in members]
+        if not outside:
+            continue
+        if any(u in members for u in node.users):
+            with graph.inserting_after(node):
+                eager = graph.call_function(node.target, node.args, node.kwargs)
+            eager.meta = dict(node.meta)
+            for user in outside:
+                user.replace_input_with(node, eager)
+        else:
+            del members[node]
+        pending += [a for a in node.all_input_nodes if a in members]  # the base may leave now too
+
+
+def _is_view(node: torch.fx.Node) -> bool:
+    return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
+
+
+def _is_dense(meta) -> bool:
+    """Whether a tensor's elements fill its memory without gaps or overlaps (in some order of its
+    dims; size-1 dims do not count): what a fusion output is."""
+    if not isinstance(meta, torch.Tensor):
+        return True
+    dims = [(size_hint(st), size_hint(sz)) for sz, st in zip(meta.shape, meta.stride()) if size_hint(sz) != 1]
+    if any(sz == 0 for _, sz in dims):
+        return True
+    expected = 1
+    for stride, size in sorted(dims):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _build(gm: torch.fx.GraphModule, attr: str, name: str, ops: list[str]):
+    """(the region's FusedRegion or None, its report so far)."""
     submodule = getattr(gm, attr)
     try:
         fd, plan = build_region(submodule, name)
+    except NothingToCompute as nothing:
+        return None, RegionReport(name, ops, refused=str(nothing))
     except Exception as error:  # any failure to define the fusion: the partition runs eagerly
-        log.warning("%s stays eager: %s: %s", name, type(error).__name__, error)
-        return RegionReport(name, ops, fallback=f"{type(error).__name__}: {error}")
-    region = FusedRegion(name, fd, plan, submodule)
-    setattr(gm, attr, region)
-    return RegionReport(name, ops, region=region)
+        return None, RegionReport(name, ops, refused=f"{type(error).__name__}: {error}")
+    return FusedRegion(name, fd, plan), RegionReport(name, ops)
 
 
-__all__ = ["partition_graph", "REGION_PREFIX"]
+def _compile(built) -> tuple[FusedRegion | None, RegionReport]:
+    """Compiles a built region's kernels for the traced example inputs; refuses it on failure."""
+    region, report = built
+    if region is None:
+        return None, report
+    start = time.perf_counter()
+    try:
+        region.compile_for(example_inputs(region.plan.example))
+    except Exception as error:
+        log.warning("%s is refused: its kernels cannot be built for the traced inputs: %s: %s", report.name,
+                    type(error).__name__, error)
+        report.refused = f"{type(error).__name__}: {error}"
+        return None, report
+    report.compile_s = time.perf_counter() - start
+    report.region = region
+    return region, report
+
+
+def example_inputs(metas) -> list:
+    """Inputs of the traced sizes, strides, dtypes and devices (values uninitialised: only the
+    compile reads them), from the placeholders' example values (SymInts at their hints)."""
+    out = []
+    for meta in metas:
+        if isinstance(meta, torch.Tensor):
+            sizes = [size_hint(s) for s in meta.shape]
+            strides = [size_hint(s) for s in meta.stride()]
+            out.append(torch.empty_strided(sizes, strides, dtype=meta.dtype, device=meta.device))
+        elif isinstance(meta, torch.SymInt):
+            out.append(size_hint(meta))
+        elif isinstance(meta, torch.SymFloat):
+            out.append(float(meta.node.hint))
+        else:
+            out.append(meta)
+    return out
+
+
+__all__ = ["partition_graph", "example_inputs", "REGION_PREFIX"]

@@ -12,12 +12,13 @@ class RegionReport:
     name: str
     ops: list[str]  # the ATen ops (overload names) the fusion replaced
     region: object = None  # the FusedRegion (its stats fill in as it runs)
-    fallback: str | None = None  # why the region runs eagerly after all (a translation error)
+    refused: str | None = None  # why fuser refused the region at partition time: its ops run eagerly
+    compile_s: float = 0.0  # compiling its kernels for the traced inputs (partition time)
 
     @property
     def failed(self) -> str | None:
-        """Why this region runs eagerly (definition or first run failed), else None."""
-        return self.fallback or getattr(self.region, "failed", None)
+        """Why this region runs eagerly (refused at partition time), else None."""
+        return self.refused
 
     @property
     def kernels(self) -> int | None:
@@ -62,7 +63,7 @@ class GraphReport:
         lines = [self.summary()]
         for r in self.regions:
             if r.failed is not None:
-                lines.append(f"  {r.name}: {len(r.ops)} ops run eagerly: {r.failed}")
+                lines.append(f"  {r.name}: refused, its {len(r.ops)} ops run eagerly: {r.failed}")
                 continue
             kernels = "?" if r.kernels is None else str(r.kernels)
             sched = f" ({', '.join(r.schedulers)})" if r.schedulers else ""

@@ -5,8 +5,12 @@ go to `fd.execute` as they are. Nothing is copied on the way in or out: the cpu 
 read a dense CPU tensor's memory in place (other views are made dense by fuser itself, see
 FusionDefinition.define_tensor) and its numpy results come back as tensors over the same memory
 (fuser.execution.like_inputs; bf16 and fp8 through integer views), and CUDA tensors stay on the
-GPU. Per call the region does no more than that and a check of which kernels ran
-(`fd.last_kernel_names()`): a step of a compiled model calls it once per fused partition.
+GPU. A region without tensor inputs runs on the device its traced outputs live on. Per call the
+region does no more than that and a check of which kernels ran (`fd.last_kernel_names()`): a
+step of a compiled model calls it once per fused partition.
+
+Its kernels were compiled when the graph was partitioned (partition.py), so a region runs fused
+from its first call; an error then is raised, never hidden by running the partition eagerly.
 """
 
 from __future__ import annotations
@@ -30,17 +34,14 @@ class RegionStats:
 
 
 class FusedRegion(torch.nn.Module):
-    """One fusion standing for a partition of the ATen graph; `eager` is the partition's
-    own GraphModule (what runs if the fusion cannot)."""
+    """One fusion standing for a partition of the ATen graph."""
 
-    def __init__(self, name: str, fd: FusionDefinition, plan: RegionPlan, eager: torch.fx.GraphModule):
+    def __init__(self, name: str, fd: FusionDefinition, plan: RegionPlan):
         super().__init__()
         self.name = name
         self.fd = fd
         self.plan = plan
-        self.eager = eager
         self.stats = RegionStats()
-        self.failed: str | None = None  # why the fusion could not run: the partition runs eagerly
         self.recorded_names: tuple[str, ...] | None = None  # the kernel names stats last recorded
         # Where every output is one of the fusion's (the common case): their indices.
         specs = plan.outputs
@@ -49,28 +50,30 @@ class FusedRegion(torch.nn.Module):
     def __call__(self, *args):  # skips nn.Module's hook machinery: this is called per step
         return self.forward(*args)
 
-    def forward(self, *args):
-        if self.failed is None:
-            try:
-                return self._run_fusion(args)
-            except Exception as error:
-                if self.stats.calls:  # it ran before: a real error of this call, not a compile limit
-                    raise
-                self.failed = f"{type(error).__name__}: {error}"
-                log.warning("%s runs eagerly: the fusion failed on its first call: %s", self.name, self.failed)
-        return tuple(self.eager(*args))
+    def compile_for(self, args) -> None:
+        """Compiles the kernels a call with these arguments runs (partition time)."""
+        self.fd.compile_for(self._inputs(args), **self._placement(args))
 
-    def _run_fusion(self, args):
-        on_gpu = any(a.is_cuda for a in args if isinstance(a, torch.Tensor))
-        if on_gpu:
-            outputs = self.fd.execute([a.detach() if isinstance(a, torch.Tensor) else a for a in args], backend="cuda")
-        else:
-            outputs = self.fd.execute(args, backend="cpu")
+    def forward(self, *args):
+        outputs = self.fd.execute(self._inputs(args), **self._placement(args))
         self._record()
         if self.fusion_outputs is not None:
             return tuple(outputs[i] for i in self.fusion_outputs)
-        device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device(self.plan.device))
         return tuple(self._result(spec, outputs, args, device) for spec in self.plan.outputs)
+
+    @staticmethod
+    def _inputs(args):
+        return [a.detach() if isinstance(a, torch.Tensor) and a.requires_grad else a for a in args]
+
+    def _placement(self, args) -> dict:
+        """execute's keywords: the backend of the tensors' device (the traced device for a region
+        without tensor inputs) and the region's disable options."""
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if not tensors:
+            return {"device": self.plan.device, "_disable_options": self.plan.disable}
+        backend = "cuda" if any(a.is_cuda for a in tensors) else "cpu"
+        return {"backend": backend, "_disable_options": self.plan.disable}
 
     def _record(self) -> None:
         names = self.fd.last_kernel_names()

@@ -92,18 +92,20 @@ def _unit_step(node):
 
 
 def _bound(tx, x, dim: int, value, default):
-    """A slice bound as torch reads it: None → default, negative → from the end, past the
-    end → the extent (static bounds only: a Scalar bound is taken as given)."""
+    """A slice bound as torch reads it: None → default; negative → from the end, clamped at 0;
+    past the end → the extent. A Scalar bound (a SymInt of the graph) is taken as given."""
     if value is None:
         return default
     if isinstance(value, Scalar):
         return value
     extent = tx.extent(x, dim)
-    if value < 0:
-        value = extent + value if isinstance(extent, Scalar) else max(extent + value, 0)
     if isinstance(extent, int):
-        return min(value, extent) if not isinstance(value, Scalar) else value
-    return extent if value >= INT64_MAX else value
+        return min(max(extent + value, 0) if value < 0 else value, extent)
+    if value >= INT64_MAX:
+        return extent
+    if value < 0:  # from the end of a dynamic extent: max(extent + value, 0)
+        return tx.ops.maximum(extent + value, 0)
+    return tx.ops.minimum(extent, value)
 
 
 def _slice(tx, x, dim: int, start, end):
@@ -133,10 +135,23 @@ def translate_select(tx, node):
     return tx.ops.squeeze(_slice(tx, x, dim, index, index + 1), [dim])
 
 
+def _legacy_empty(arg) -> bool:
+    """torch.cat skips 1-D tensors of size 0 whatever the other inputs' rank (a legacy rule
+    Hugging Face's DynamicCache relies on: it starts from torch.tensor([]))."""
+    meta = arg.meta.get("val") if hasattr(arg, "meta") else None
+    return isinstance(meta, torch.Tensor) and meta.dim() == 1 and _is_zero(meta.shape[0])
+
+
+def _is_zero(size) -> bool:
+    return not isinstance(size, torch.SymInt) and int(size) == 0
+
+
 @translates(aten.cat.default)
 def translate_cat(tx, node):
-    tensors = [tx.tensor(t) for t in node.args[0]]
-    dim = _arg(node, 1, "dim", 0) % tensors[0].ndim
+    kept = [t for t in node.args[0] if not _legacy_empty(t)] or list(node.args[0][:1])
+    tensors = [tx.tensor(t) for t in kept]
+    rank = _rank(node)
+    dim = _arg(node, 1, "dim", 0) % max(rank, 1)
     return tensors[0] if len(tensors) == 1 else tx.ops.cat(tensors, dim=dim)
 
 

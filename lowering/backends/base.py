@@ -57,8 +57,10 @@ class KernelBackend(Backend):
         ...
 
     @abstractmethod
-    def allocator(self, inputs: Sequence[object]):
-        """The memory of one call: adopt inputs, allocate outputs, hand results back."""
+    def allocator(self, inputs: Sequence[object], torch_outputs: bool = False):
+        """The memory of one call: adopt inputs, allocate outputs, hand results back.
+        torch_outputs: results are torch tensors even without a torch input (a fusion with no
+        tensor inputs, asked for a device)."""
 
     def variant(self) -> Hashable:
         """What, besides the source, changes the binaries built now (a checked build, say):

@@ -141,5 +141,5 @@ class CpuBackend(KernelBackend):
         compiler.cache.store(compiler.key(source), fresh, source)
         return cpu_runtime.CpuModule(fresh.data, source)
 
-    def allocator(self, inputs: Sequence[object]) -> HostMemory:
+    def allocator(self, inputs: Sequence[object], torch_outputs: bool = False) -> HostMemory:
         return HostMemory()

@@ -110,8 +110,8 @@ class CudaBackend(KernelBackend):
 
         return GpuModule(binary.data)
 
-    def allocator(self, inputs: Sequence[object]) -> DeviceMemory:
-        return DeviceMemory(inputs)
+    def allocator(self, inputs: Sequence[object], torch_outputs: bool = False) -> DeviceMemory:
+        return DeviceMemory(inputs, True if torch_outputs else None)
 
     def context(self):
         """The primary context current for the span of a call (lowering/gpu_runtime.py)."""
