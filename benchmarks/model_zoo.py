@@ -223,9 +223,10 @@ class LlamaBlock(nn.Module):
 def _image_batch(dtype, device, key: str):
     def batch(seed: int, seq: int = SEQ) -> dict:
         g = torch.Generator().manual_seed(seed)
-        pixels = torch.randn(BATCH, 3, 16 if key == "vit" else 32, 16 if key == "vit" else 32, generator=g)
+        side = 16 if key == "vit" else 64
+        pixels = torch.randn(BATCH * (1 if key == "vit" else 2), 3, side, side, generator=g)
         return {"pixel_values": pixels.to(device=device, dtype=dtype),
-                "labels": torch.randint(0, 10, (BATCH,), generator=g).to(device)}
+                "labels": torch.randint(0, 10, (pixels.shape[0],), generator=g).to(device)}
 
     return batch
 
@@ -250,6 +251,7 @@ MODELS: dict[str, Callable[[], nn.Module]] = {
 
 
 def build(name: str, dtype: torch.dtype = torch.float32, device: str = "cpu") -> ModelCase:
+    torch.manual_seed(0)  # the same weights in every process (eager references, DDP ranks)
     model = MODELS[name]().to(device=device, dtype=dtype).train()
     if name in ("vit", "resnet18"):
         batch = _image_batch(dtype, device, name)

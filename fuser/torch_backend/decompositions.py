@@ -1,8 +1,9 @@
 """The decompositions AOTAutograd applies before fuser sees a graph.
 
 torch's core-ATen set, plus the composites core ATen keeps whole but fuser needs as
-primitives: softmax / log-softmax (amax, sub, exp, sum, log), layer-norm (var_mean, rsqrt,
-mul, add), gelu (erf or tanh form). Their backwards are in the core set already.
+primitives: softmax / log-softmax (amax, sub, exp, sum, log), layer-, batch- and group-norm
+(var_mean, rsqrt, mul, add), gelu (erf or tanh form), vector norms, clamps and a few
+activations. Their backwards are in the core set already.
 
 Minus what must stay whole (`EXCLUDED`, audited against Inductor's `decomps_to_exclude`):
 attention stays a library call on every device, as in Inductor. On CPU, SDPA dispatches to
@@ -30,6 +31,19 @@ EXTRA_DECOMPOSITIONS = [
     aten.gelu,
     aten.logsumexp,
     aten.rms_norm,
+    # norms and activations core ATen keeps whole: their pieces (var_mean, rsqrt, where, pow,
+    # sum...) are ops fuser translates, so they fuse with what surrounds them
+    aten._native_batch_norm_legit_functional,
+    aten._native_batch_norm_legit_no_training,
+    aten._native_batch_norm_legit,
+    aten.native_group_norm,
+    aten.linalg_vector_norm,
+    aten.clamp.Tensor,
+    aten.hardtanh,
+    aten.leaky_relu,
+    aten.elu,
+    aten.repeat,
+    aten.any,
 ]
 
 EXCLUDED = {

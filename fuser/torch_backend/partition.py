@@ -66,9 +66,11 @@ def partition_graph(gm: torch.fx.GraphModule, kind: str) -> tuple[torch.fx.Graph
                                              non_compute_ops=_non_compute_names())
     partitions = partitioner.propose_partitions()
     partitioner.remove_bookend_non_compute_ops(partitions)
+    partitioned = {n for p in partitions for n in p.nodes}
     for partition in partitions:
-        _strided_views_leave(gm.graph, partition.nodes)
+        _strided_views_leave(gm.graph, partition.nodes, partitioned)
     partitions = [p for p in partitions if any(_counted(n) for n in p.nodes)]
+    partitions = _merge_between_library_calls(gm.graph, partitions)
     fused_nodes = {n for p in partitions for n in p.nodes}
     for node in gm.graph.nodes:
         if _counted(node) and node not in fused_nodes:
@@ -94,26 +96,91 @@ def partition_graph(gm: torch.fx.GraphModule, kind: str) -> tuple[torch.fx.Graph
             report.eager_ops[op] += 1
             report.reasons.setdefault(op, f"in {region_report.name}, which fuser refused: {region_report.refused}")
     gm.recompile()
+    report.regions_between_library_calls = _regions_between_library_calls(gm.graph)
     report.build_s = time.perf_counter() - start
     log.info("%s", report.summary())
     return gm, report
 
 
-def _strided_views_leave(graph: torch.fx.Graph, members: dict) -> None:
-    """A view whose value leaves the region with a layout that is not dense (a slice of a
-    wider tensor, an expand) must reach eager code as traced: a strided view of its base,
+def _merge_between_library_calls(graph: torch.fx.Graph, partitions: list) -> list:
+    """Partitions that lie between the same two library calls (in graph order) and do not
+    depend on each other through an eager node become one: torch's partitioner only joins
+    connected nodes, so independent chains (the bias gradients of a backward, say) would be
+    regions of their own, each a call with its own host overhead."""
+    from fuser.torch_backend.report import LIBRARY_OPS
+
+    position, segment, library_calls = {}, {}, 0
+    for i, node in enumerate(graph.nodes):
+        position[node] = i
+        if node.op == "call_function" and _op_name(node) in LIBRARY_OPS:
+            library_calls += 1
+        segment[node] = library_calls
+    groups: dict[int, list] = {}  # by where each region will run: at its last node
+    for partition in sorted(partitions, key=lambda p: max(position[n] for n in p.nodes)):
+        groups.setdefault(segment[max(partition.nodes, key=position.get)], []).append(partition)
+    merged = []
+    for group in groups.values():
+        kept: list = []
+        for partition in group:
+            into = next((k for k in kept if not _joined_through_eager(k.nodes, partition.nodes)), None)
+            if into is None:
+                kept.append(partition)
+            else:
+                for node in partition.nodes:
+                    into.add_node(node)
+        merged += kept
+    return merged
+
+
+def _joined_through_eager(a: dict, b: dict) -> bool:
+    """Whether a path leads from one node set to the other through a node in neither (merging
+    them would then make a cycle: the eager node needs one part and feeds the other)."""
+    for source, target in ((a, b), (b, a)):
+        seen = set()
+        frontier = [u for n in source for u in n.users if u not in source and u not in target]
+        while frontier:
+            node = frontier.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            for user in node.users:
+                if user in target:
+                    return True
+                if user not in source:
+                    frontier.append(user)
+    return False
+
+
+def _regions_between_library_calls(graph: torch.fx.Graph) -> int:
+    """The most fused regions that run, in graph order, between two consecutive library calls
+    (or before the first, after the last): the goal is at most one."""
+    from fuser.torch_backend.report import LIBRARY_OPS
+
+    most = run = 0
+    for node in graph.nodes:
+        if node.op == "call_module" and node.target.startswith(REGION_PREFIX):
+            run += 1
+            most = max(most, run)
+        elif node.op == "call_function" and _op_name(node) in LIBRARY_OPS:
+            run = 0
+    return most
+
+
+def _strided_views_leave(graph: torch.fx.Graph, members: dict, partitioned: set) -> None:
+    """A view whose value leaves the region for eager code with a layout that is not dense (a
+    slice of a wider tensor, an expand) must reach it as traced: a strided view of its base,
     sharing storage. A fusion writes dense outputs, so such a view is taken eagerly, outside
     the region, from the base (which becomes a region output); a view also used inside the
-    region stays there too, for those uses."""
+    region stays there too, for those uses. Another region reading it takes any layout."""
     pending = list(members)
     while pending:
         node = pending.pop()
         if node not in members or not _is_view(node) or _is_dense(node.meta.get("val")):
             continue
-        outside = [u for u in node.users if u not in members]
+        outside = [u for u in node.users if u not in partitioned]
         if not outside:
             continue
-        if any(u in members for u in node.users):
+        if any(u in partitioned for u in node.users):
             with graph.inserting_after(node):
                 eager = graph.call_function(node.target, node.args, node.kwargs)
             eager.meta = dict(node.meta)

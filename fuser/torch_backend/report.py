@@ -6,6 +6,45 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+LIBRARY_OPS = frozenset(f"aten.{name}.default" for name in (
+    "mm", "addmm", "bmm", "baddbmm", "convolution", "convolution_backward",
+    "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention_for_cpu_backward",
+    "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_backward",
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_efficient_attention_backward",
+    "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_cudnn_attention_backward",
+    "max_pool2d_with_indices", "max_pool2d_with_indices_backward", "avg_pool2d", "avg_pool2d_backward",
+))
+"""Library calls by design (matmuls, convolutions, attention, windowed pooling): between them is
+what fuser fuses; they are counted apart from the compute ops."""
+
+
+def op_kind(op: str) -> str:
+    """"library", "view" (an ATen view, or an op fuser treats as free: alias, a constant) or
+    "compute" for an op name as the reports write it ("aten.mul.Tensor")."""
+    if op in LIBRARY_OPS:
+        return "library"
+    from fuser.torch_backend.op_table import TRANSLATIONS, translation_for
+
+    translation_for(None)  # loads the table
+    overload = _overload(op)
+    if overload is None:
+        return "compute"
+    translation = TRANSLATIONS.get(overload)
+    if overload.is_view or (translation is not None and translation.non_compute):
+        return "view"
+    return "compute"
+
+
+def _overload(op: str):
+    import torch
+
+    namespace, _, rest = op.partition(".")
+    name, _, overload = rest.rpartition(".")
+    try:
+        return getattr(getattr(getattr(torch.ops, namespace), name), overload)
+    except AttributeError:
+        return None
+
 
 @dataclass
 class RegionReport:
@@ -38,7 +77,8 @@ class GraphReport:
     regions: list[RegionReport] = field(default_factory=list)
     eager_ops: Counter = field(default_factory=Counter)  # op name → count, outside any fusion
     reasons: dict[str, str] = field(default_factory=dict)  # op name → why fuser refused it
-    build_s: float = 0.0  # partitioning + definitions (kernels compile on first run)
+    build_s: float = 0.0  # partitioning, definitions and the kernels' compile (partition time)
+    regions_between_library_calls: int = 0  # the most fused regions between two consecutive library calls
 
     @property
     def fusions(self) -> list[RegionReport]:
@@ -52,6 +92,16 @@ class GraphReport:
     def kernels(self) -> int | None:
         counts = [r.kernels for r in self.fusions]
         return None if any(c is None for c in counts) else sum(counts)
+
+    def counts(self) -> dict[str, tuple[int, int]]:
+        """Per op kind (compute, view, library): (ops fused, ops in the graph)."""
+        totals: dict[str, list[int]] = {"compute": [0, 0], "view": [0, 0], "library": [0, 0]}
+        for op in (op for r in self.fusions for op in r.ops):
+            totals[op_kind(op)][0] += 1
+            totals[op_kind(op)][1] += 1
+        for op, n in self.eager_ops.items():
+            totals[op_kind(op)][1] += n
+        return {k: (v[0], v[1]) for k, v in totals.items()}
 
     def summary(self) -> str:
         kernels = self.kernels

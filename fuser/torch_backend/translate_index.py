@@ -53,3 +53,39 @@ def translate_scatter(tx, node):
     positions = tx.ops.iota(tx.extent(base, dim), dtype=fuser_dtype(torch.int64))
     positions = tx.ops.broadcast(positions, [d != dim for d in range(base.ndim)])
     return tx.ops.where(tx.ops.eq(positions, index), src, base)
+
+
+@translates(aten.embedding.default, check=lambda node: _int64_index(node, 1))
+def translate_embedding(tx, node):
+    """weight rows picked by indices: shaped indices.shape + [D] (padding_idx and
+    scale_grad_by_freq only change the backward)."""
+    return tx.ops.embedding_fwd(tx.tensor(node.args[1]), tx.tensor(node.args[0]))
+
+
+def _one_index(node):
+    """index.Tensor with one integer index tensor (x[:, idx]); several, or boolean masks (a
+    data-dependent shape), are not translated."""
+    indices = node.args[1]
+    given = [i for i in indices if i is not None]
+    if len(given) != 1:
+        return f"index.Tensor with {len(given)} index tensors"
+    dtype = given[0].meta["val"].dtype
+    return None if dtype == torch.int64 else f"index.Tensor with a {dtype} index"
+
+
+@translates(aten.index.Tensor, check=_one_index)
+def translate_index(tx, node):
+    """x[..., idx, ...] along the one indexed dim: an index_select of the flattened index
+    (negative indices counted from the end, as torch does), reshaped to torch's result."""
+    x = tx.tensor(node.args[0])
+    dim, arg = next((d, i) for d, i in enumerate(node.args[1]) if i is not None)
+    index = tx.tensor(arg)
+    extent = tx.extent(x, dim)
+    index = tx.ops.where(tx.ops.lt(index, 0), tx.ops.add(index, extent), index)
+    flat = tx.ops.reshape(index, [-1]) if index.ndim != 1 else index
+    picked = tx.ops.index_select(x, flat, dim)
+    if index.ndim == 1:
+        return picked
+    shape = [tx.extent(x, d) for d in range(dim)] + [tx.extent(index, d) for d in range(index.ndim)] + \
+        [tx.extent(x, d) for d in range(dim + 1, x.ndim)]
+    return tx.ops.reshape(picked, shape)

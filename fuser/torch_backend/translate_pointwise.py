@@ -27,16 +27,26 @@ UNARY = {
 BINARY = {
     "mul": "mul", "div": "div", "pow": "pow", "maximum": "maximum", "minimum": "minimum",
     "eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "fmod": "fmod",
+    "remainder": "remainder", "atan2": "atan2",
     "logical_and": "logical_and", "logical_or": "logical_or",
     "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor",
 }
-# (not "default"/"int"/"float": those are the Python-number overloads of SymInt arithmetic)
 BINARY_OVERLOADS = ("Tensor", "Scalar", "Tensor_Scalar", "Tensor_Tensor")
 
 
 def _binary_targets(name: str):
+    """The tensor overloads of an ATen binary op. Its `default` overload is one of them only when
+    it takes tensors (maximum, logical_and, atan2); for mul, eq, fmod... `default` is the
+    Python-number overload of SymInt arithmetic."""
     packet = getattr(aten, name)
-    return [getattr(packet, o) for o in BINARY_OVERLOADS if o in packet.overloads()]
+    targets = [getattr(packet, o) for o in BINARY_OVERLOADS if o in packet.overloads()]
+    if "default" in packet.overloads() and _takes_tensors(packet.default):
+        targets.append(packet.default)
+    return targets
+
+
+def _takes_tensors(overload) -> bool:
+    return isinstance(overload._schema.arguments[0].type, torch._C.TensorType)
 
 
 def _rank(node: torch.fx.Node) -> int:
@@ -68,16 +78,58 @@ def _make_binary(method: str):
     return build
 
 
-def _no_rounding_mode(node):
-    mode = node.kwargs.get("rounding_mode")
-    return None if mode is None else f"div with rounding_mode={mode!r}"
-
-
 for _target, _method in UNARY.items():
     translates(_target)(_make_unary(_method))
 for _name, _method in BINARY.items():
-    translates(*_binary_targets(_name), check=_no_rounding_mode if _name == "div" else None)(_make_binary(_method))
-translates(aten.div.Tensor_mode, check=_no_rounding_mode)(_make_binary("div"))
+    translates(*_binary_targets(_name))(_make_binary(_method))
+
+
+@translates(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def translate_div_mode(tx, node):
+    """torch.div(a, b, rounding_mode=None | "trunc" | "floor"): floats divide and round; integers
+    divide exactly in C (truncating), and "floor" moves a negative inexact quotient down."""
+    a, b = tx.aligned([tx.value(node.args[0]), tx.value(node.args[1])], _rank(node))
+    mode = node.kwargs.get("rounding_mode", node.args[2] if len(node.args) > 2 else None)
+    out_dtype = node.meta["val"].dtype
+    if mode is None or out_dtype.is_floating_point:
+        a, b = (tx.ops.cast(v, fuser_dtype(out_dtype)) if isinstance(v, Tensor) else v for v in (a, b))
+        quotient = tx.ops.div(a, b)
+        return quotient if mode is None else getattr(tx.ops, mode)(quotient)
+    quotient = tx.ops.div(a, b)  # C's: truncates
+    if mode == "trunc":
+        return quotient
+    inexact = tx.ops.ne(tx.ops.mul(quotient, b), a)
+    a_negative, b_negative = (tx.ops.lt(v, 0) if isinstance(v, Tensor) else v < 0 for v in (a, b))
+    if isinstance(a_negative, bool) and isinstance(b_negative, bool):
+        negative = a_negative != b_negative
+    elif isinstance(a_negative, bool) or isinstance(b_negative, bool):
+        known, tensor = (a_negative, b_negative) if isinstance(a_negative, bool) else (b_negative, a_negative)
+        negative = tx.ops.logical_not(tensor) if known else tensor
+    else:
+        negative = tx.ops.ne(a_negative, b_negative)
+    if negative is False:
+        return quotient
+    down = inexact if negative is True else tx.ops.logical_and(inexact, negative)
+    return tx.ops.where(down, tx.ops.sub(quotient, 1), quotient)
+
+
+@translates(aten.logical_xor.default)
+def translate_logical_xor(tx, node):
+    a, b = tx.aligned([tx.value(node.args[0]), tx.value(node.args[1])], _rank(node))
+    as_bool = [tx.ops.ne(v, 0) if isinstance(v, Tensor) else bool(v) for v in (a, b)]
+    return tx.ops.ne(*as_bool)
+
+
+@translates(aten.copy.default)
+def translate_copy(tx, node):
+    """copy(self, src): src's values in self's shape and dtype (a functionalized `copy_`)."""
+    target = node.args[0].meta["val"]
+    src = tx.broadcast_to_rank(tx.tensor(node.args[1]), target.dim())
+    self_value = tx.tensor(node.args[0])
+    shape = [tx.extent(self_value, d) for d in range(self_value.ndim)]
+    if any(src.type.static_extent(d) == 1 and self_value.type.static_extent(d) != 1 for d in range(src.ndim)):
+        src = tx.ops.expand(src, shape)
+    return tx.ops.cast(src, fuser_dtype(target.dtype))
 
 
 def _add_or_sub(tx, node, method: str):

@@ -112,3 +112,12 @@ def translate_var_mean(tx, node):
 def translate_var(tx, node):
     x, dims, correction, keepdim = _var_arguments(tx, node)
     return tx.ops.var(x, dims, correction=correction, keepdim=keepdim)
+
+
+@translates(aten.cumsum.default)
+def translate_cumsum(tx, node):
+    x = tx.tensor(node.args[0])
+    dtype = node.kwargs.get("dtype")
+    if dtype is not None:
+        x = tx.ops.cast(x, fuser_dtype(dtype))
+    return tx.ops.cumsum(x, node.args[1] % max(x.ndim, 1)) if x.ndim else x

@@ -5,6 +5,8 @@ carrying the SymInts)."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from fuser_dialect.builder import Scalar
@@ -230,3 +232,59 @@ def translate_scalar_tensor(tx, node):
     if dtype == torch.bool:
         return bool(value)
     return float(value) if dtype.is_floating_point else int(value)
+
+
+@translates(aten.split_with_sizes.default)
+def translate_split_with_sizes(tx, node):
+    """The chunks as slices (torch's views; here each chunk is what reads it)."""
+    x = tx.tensor(node.args[0])
+    dim = _arg(node, 2, "dim", 0) % x.ndim
+    chunks, start = [], 0
+    for size in tx.value(node.args[1]):
+        end = start + size
+        chunks.append(_slice(tx, x, dim, start, end))
+        start = end
+    return tuple(chunks)
+
+
+def _flip_dims(node):
+    return None if node.args[0].meta["val"].dim() else "flip of a 0-d tensor"
+
+
+@translates(aten.flip.default, check=_flip_dims)
+def translate_flip(tx, node):
+    """Each flipped dim read through a reversed iota (an index_select that fuses)."""
+    x = tx.tensor(node.args[0])
+    for dim in sorted({d % x.ndim for d in node.args[1]}):
+        extent = tx.extent(x, dim)
+        reversed_positions = tx.ops.iota(extent, extent - 1, -1, dtype=fuser_dtype(torch.int64))
+        x = tx.ops.index_select(x, reversed_positions, dim)
+    return x
+
+
+def _arange_bounds(node) -> tuple:
+    if node.target == aten.arange.default:
+        return 0, node.args[0], 1
+    step = _arg(node, 2, "step", 1) if node.target == aten.arange.start_step else 1
+    return node.args[0], node.args[1], step
+
+
+def _arange_check(node):
+    start, end, step = _arange_bounds(node)
+    if any(isinstance(v, torch.fx.Node) for v in (start, step)):
+        return "arange with a symbolic start or step"
+    if isinstance(end, torch.fx.Node) and (not isinstance(step, int) or step <= 0 or not isinstance(start, int)):
+        return "arange with a symbolic end and a non-integer or non-positive step"
+    return None
+
+
+@translates(aten.arange.default, aten.arange.start, aten.arange.start_step, check=_arange_check)
+def translate_arange(tx, node):
+    """start + i * step for i < ceil((end - start) / step), as an iota of the traced dtype."""
+    start, end, step = _arange_bounds(node)
+    end = tx.value(end)
+    if isinstance(end, Scalar):  # a symbolic end: integer start and a positive step
+        length = (end - start + (step - 1)) // step
+    else:
+        length = max(0, math.ceil((end - start) / step))
+    return tx.ops.iota(length, start, step, dtype=fuser_dtype(node.meta["val"].dtype))

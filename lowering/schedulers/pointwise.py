@@ -4,8 +4,9 @@ The output domain of each group splits into *outer* dims, looped over inside eac
 and *inner* dims, one element per thread in a grid-stride loop (128 threads a block).
 Loads that do not depend on the outer dims (a bias, RoPE's cos/sin table broadcast over
 batch and heads) are hoisted out of the outer loop: read once per thread, not per element.
-The outer dims are the longest prefix that leaves >= `MIN_INNER` inner elements and that
-some load does not depend on (from the kernel analysis); blockIdx.y splits the outer loop
+The outer dims are the longest prefix that leaves >= `MIN_INNER` inner elements (a dynamic
+dim counting as long, so the choice holds for all its extents) and that some load does not
+depend on (from the kernel analysis); blockIdx.y splits the outer loop
 just enough to fill the GPU. Outputs of different iteration domains form *groups* of one
 kernel (horizontal fusion: blockIdx.z picks the group), so q and k of a rotary embedding,
 whose extents are unrelated symbols, still share one launch. Where the innermost dim is
@@ -18,7 +19,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fuser_dialect.types import numpy_dtype
+from fuser_dialect.types import DYNAMIC, numpy_dtype
 from fuser.lowering.addresses import numpy_address
 from fuser.lowering.analysis import GroupAccess
 from fuser.lowering.emit_cuda import KernelEmitter
@@ -51,9 +52,13 @@ class PointwiseSchedule:
         return f"block: {self.block}, outer dims: {list(self.outer_dims)}{vec}"
 
 
-def _outer_dims(shape: tuple[int, ...], invariant_prefix: int) -> int:
+def _outer_dims(shape: tuple[int, ...], invariant_prefix: int, dynamic: Sequence[bool] = ()) -> int:
+    """How many leading dims to loop over inside each thread. A dim whose extent is dynamic in
+    the fusion (`?`) counts as long: the choice, and so the kernel, then does not change with its
+    extent, and one compile serves every length (a sequence length under dynamic=True)."""
+    sizes = [max(e, MIN_INNER) if d else e for e, d in zip(shape, tuple(dynamic) + (False,) * len(shape))]
     outer = 0
-    while outer < invariant_prefix and math.prod(shape[outer + 1:]) >= MIN_INNER:
+    while outer < invariant_prefix and math.prod(sizes[outer + 1:]) >= MIN_INNER:
         outer += 1
     return outer
 
@@ -104,7 +109,8 @@ class PointwiseScheduler(SchedulerUnit):
     def choose(self, plan: KernelPlan, shapes: Sequence[tuple[int, ...]], arrays: dict | None,
                output_layout: dict) -> PointwiseSchedule:
         accesses = plan.analysis.groups
-        outer = tuple(_outer_dims(s, a.invariant_prefix) for s, a in zip(shapes, accesses))
+        dynamic = [[e == DYNAMIC for e in v.type.shape] for v in plan.domain_values()]
+        outer = tuple(_outer_dims(s, a.invariant_prefix, d) for s, a, d in zip(shapes, accesses, dynamic))
         if arrays is None:  # no arrays to check alignment on (printing a kernel): scalar accesses
             return PointwiseSchedule(BLOCK, outer)
         vec = tuple(vector_width(a, g, s, arrays, output_layout) for a, g, s in zip(accesses, plan.groups, shapes))

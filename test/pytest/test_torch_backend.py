@@ -161,8 +161,8 @@ def test_gpt2_block_forward_and_backward():
     reports = compare_with_eager(block, idx, params=list(block.parameters()))
     forward = _report(reports, "forward")
     fused = _fused_ops(forward)
-    assert {"aten.var_mean.correction", "aten.amax.default", "aten.erf.default"} <= fused
-    assert {"aten.embedding.default", "aten.addmm.default", "aten.bmm.default"} <= set(forward.eager_ops)
+    assert {"aten.var_mean.correction", "aten.amax.default", "aten.erf.default", "aten.embedding.default"} <= fused
+    assert {"aten.addmm.default", "aten.bmm.default"} <= set(forward.eager_ops)
     assert len(forward.fusions) >= 4  # two layer-norms (with their residual adds), softmax, gelu
 
 
@@ -222,14 +222,14 @@ def test_dynamic_rope_passes_sizes_as_scalars():
 def test_unsupported_op_stays_eager_between_fusions():
     def fn(x):
         y = torch.exp(x) * 2 + 1
-        z = torch.cumsum(y, dim=1)  # no translation: runs eagerly
+        z = torch.sort(y, dim=1).values  # no translation: runs eagerly
         return torch.tanh(z) - z * 0.5
 
     x = torch.randn(4, 9, requires_grad=True)
     reports = compare_with_eager(fn, x)
     forward = _report(reports, "forward")
-    assert forward.eager_ops["aten.cumsum.default"] == 1 and len(forward.fusions) == 2
-    assert "no translation" in forward.reasons["aten.cumsum.default"]
+    assert forward.eager_ops["aten.sort.default"] == 1 and len(forward.fusions) == 2
+    assert "no translation" in forward.reasons["aten.sort.default"]
 
 
 def test_explain_counts_fusions_kernels_and_ops(capsys):
