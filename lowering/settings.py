@@ -14,6 +14,7 @@ which may not import the lowering; the snapshot only holds its text.)
 | FUSER_CXX | the C++20 compiler of the cpu backend (name on PATH or path) | g++ |
 | FUSER_CPU_THREADS | OS threads a cpu launch uses: an integer >= 0, 0 = one per core | 0 |
 | FUSER_CACHE_SIZE | fusions an executor keeps compiled: an integer >= 1 | 100 |
+| FUSER_COMPILE_THREADS | regions of a torch.compile graph compiled at once: an integer >= 0, 0 = one per core | 0 |
 | FUSER_MEMCHECK | 1: cpu kernels check every global access against its buffer (0 or 1) | 0 |
 | FUSER_LOG | comma-separated log channels: recompile | none |
 | CUDA_HOME, CUDA_PATH | CUDA toolkit folders searched for nvcc and headers | /usr/local/cuda |
@@ -71,6 +72,13 @@ def cxx() -> str:
 def cpu_threads() -> int:
     """FUSER_CPU_THREADS: OS threads per cpu launch; 0 = one per core."""
     return _integer("FUSER_CPU_THREADS", 0, 0, "an integer >= 0 (OS threads per cpu launch; 0 = one per core)")
+
+
+def compile_threads() -> int:
+    """FUSER_COMPILE_THREADS: regions of a graph compiled concurrently at partition time (g++
+    runs as processes, NVRTC releases the GIL); 0 = one per core, 1 = one after another."""
+    value = _integer("FUSER_COMPILE_THREADS", 0, 0, "an integer >= 0 (regions compiled at once; 0 = one per core)")
+    return value or os.cpu_count() or 1
 
 
 def memcheck() -> bool:

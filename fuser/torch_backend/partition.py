@@ -18,7 +18,6 @@ then raises, as the program would.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -28,6 +27,7 @@ from torch.fx.node import _get_qualified_name
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
 
+from fuser.lowering import settings
 from fuser.torch_backend.dtypes import size_hint
 from fuser.torch_backend.fusion_builder import NothingToCompute, build_region
 from fuser.torch_backend.op_table import TRANSLATIONS, translation_for
@@ -85,7 +85,7 @@ def partition_graph(gm: torch.fx.GraphModule, kind: str) -> tuple[torch.fx.Graph
     regions = [node.target for node in gm.graph.nodes
                if node.op == "call_module" and node.target.startswith(REGION_PREFIX)]
     built = [_build(gm, attr, f"{kind}.{attr}", region_ops[int(attr[len(REGION_PREFIX):])]) for attr in regions]
-    with ThreadPoolExecutor(max_workers=max(1, min(len(built), os.cpu_count() or 1))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(len(built), settings.compile_threads()))) as pool:
         reports = list(pool.map(_compile, built))
     for attr, (region, region_report) in zip(regions, reports):
         report.regions.append(region_report)

@@ -32,6 +32,19 @@ def _arg_values(node: torch.fx.Node):
         yield arg.meta.get("val")
 
 
+aten = torch.ops.aten
+
+LEFT_TO_LIBRARIES = {
+    aten.index_put.default: "index_put (with accumulate: an embedding's backward) is a scatter-add, which needs "
+                            "atomics or a sort fuser's kernels do not have; it stays a library call",
+    aten.native_dropout.default: "random: the compiled program must draw what eager draws (torch's generator)",
+    aten.sort.default: "sorting is a library call",
+    aten.topk.default: "top-k is a library call",
+}
+"""Ops fuser leaves to ATen on purpose, with why (besides matmul, convolution, attention and
+pooling: report.LIBRARY_OPS)."""
+
+
 def unsupported_reason(node: torch.fx.Node) -> str | None:
     """Why fuser cannot take this call node (None: it can)."""
     if node.target is operator.getitem:
@@ -40,7 +53,7 @@ def unsupported_reason(node: torch.fx.Node) -> str | None:
         return f"{getattr(node.target, '__name__', node.target)} is not an ATen op"
     translation = translation_for(node.target)
     if translation is None:
-        return f"no translation for {node.target}"
+        return LEFT_TO_LIBRARIES.get(node.target, f"no translation for {node.target}")
     if "val" not in node.meta:
         return "no example value (traced without fake tensors)"
     devices = set()
