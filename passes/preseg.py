@@ -1,7 +1,8 @@
 """`fuser-preseg`: the default pre-segmentation pipeline.
 
-    decompose-welford → remove-bcast-squeeze → consecutive-cast → remove-bcast-squeeze
-      → gather-to-take-along-axis → move-gather → allocation-order-inference → dce
+    decompose-welford → remove-broadcast-reduction → remove-bcast-squeeze → consecutive-cast
+      → remove-bcast-squeeze → gather-to-take-along-axis → move-gather
+      → allocation-order-inference → dce
 
 gather-to-take-along-axis turns statically exact gathers into take_along_axis (the executor's
 concretization also converts the gathers found exact at run time), and move-gather then
@@ -10,7 +11,9 @@ logits directly. The second remove-bcast-squeeze catches broadcast/squeeze pairs
 chains between them are folded. `dce` (xDSL's) drops ops left without uses. xDSL's
 `canonicalize` and `cse` are not part of it: the fuser patterns above do the cleanup this
 stage needs, and cse would merge values that a later stage may want apart (outputs).
-decompose-welford comes first: what it builds (casts, squeezes) is what the others clean up.
+decompose-welford comes first: what it builds (casts, squeezes) is what the others clean up;
+remove-broadcast-reduction then takes broadcast dims out of reductions (the segmenter splits
+a reduction that reduces a broadcast dim), leaving squeezes for remove-bcast-squeeze.
 
 Callable from Python: `PresegPass().apply(make_context(), module)`."""
 
@@ -23,6 +26,7 @@ from xdsl.passes import Context, ModulePass
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
 from fuser.passes.allocation_order import AllocationOrderInferencePass
+from fuser.passes.broadcast_reduction import RemoveBroadcastReductionPass
 from fuser.passes.consecutive_cast import ConsecutiveCastPass
 from fuser.passes.decompose_welford import DecomposeWelfordPass
 from fuser.passes.gather_to_take_along_axis import GatherToTakeAlongAxisPass
@@ -40,6 +44,7 @@ class PresegPass(ModulePass):
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
         DecomposeWelfordPass().apply(ctx, op)
+        RemoveBroadcastReductionPass().apply(ctx, op)
         remove = RemoveBcastSqueezePass(swap_unary=self.swap_unary)
         remove.apply(ctx, op)
         ConsecutiveCastPass().apply(ctx, op)

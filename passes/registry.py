@@ -32,6 +32,7 @@ def all_pass_factories() -> dict[str, Callable[[], type[ModulePass]]]:
 register("remove-bcast-squeeze", "fuser.passes.remove_bcast_squeeze", "RemoveBcastSqueezePass")
 register("consecutive-cast", "fuser.passes.consecutive_cast", "ConsecutiveCastPass")
 register("allocation-order-inference", "fuser.passes.allocation_order", "AllocationOrderInferencePass")
+register("remove-broadcast-reduction", "fuser.passes.broadcast_reduction", "RemoveBroadcastReductionPass")
 register("fuser-preseg", "fuser.passes.preseg", "PresegPass")
 register("segment", "fuser.lowering.segment_pass", "SegmentPass")
 register("concretize", "fuser.passes.concretize", "ConcretizePass")

@@ -30,6 +30,7 @@ from xdsl.passes import ModulePass
 
 from fuser import DataType, FusionDefinition
 from fuser_dialect.fusion import make_context, output_order, the_fusion, verify_fusion
+from fuser_dialect.types import BROADCAST
 from fuser_dialect.inputs import apply_layout
 from fuser_dialect.interpreter import interpret
 from fuser_dialect.ops_compute import CastOp
@@ -173,6 +174,31 @@ def test_compositions_and_mixed_pairs():
     text = str(after)
     assert text.count("fuser.broadcast") == 2  # the merged broadcast and the mixed pair's
     assert text.count("fuser.squeeze") == 3
+
+
+@pytest.mark.parametrize("kind", ["sum", "prod", "max", "min"])
+def test_broadcast_dims_leave_reductions(kind):
+    """remove-broadcast-reduction: the same results, no reduction of a broadcast dim left; and
+    the segmentation bug it fixes (min of a max over a 1-element dim, then a prod over a
+    broadcast dim: "fuser.reduction read before its phase") is gone on the cpu backend."""
+    from fuser.passes.broadcast_reduction import RemoveBroadcastReductionPass
+
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, 1, -1], dtype=DataType.Float)
+        reduce = getattr(fd.ops, kind)
+        fd.add_output(reduce(x, [1]))
+        fd.add_output(reduce(x, [1, 2], keepdim=True))
+        fd.add_output(reduce(fd.ops.exp(x), [0, 1]))
+        n = fd.ops.min(fd.ops.max(x, [0], keepdim=True), [0, 1], keepdim=False)
+        fd.add_output(fd.ops.prod(fd.ops.broadcast(n, [True, False]), [0], keepdim=True))
+    inputs = [_f32(1, 1, 5)]
+    after = _check(fd, RemoveBroadcastReductionPass(), inputs, fewer_ops=False)
+    for op in the_fusion(after).body.block.ops:
+        if op.name == "fuser.reduction":
+            assert all(op.input.type.shape[d] != BROADCAST for d in op.reduced_dims), str(op)
+    got = fd.execute(inputs, backend="cpu")
+    for g, e in zip(got, fd.execute(inputs, backend="reference")):
+        np.testing.assert_allclose(g, e, rtol=1e-6)
 
 
 def test_rope_like_chain_through_casts():
@@ -385,6 +411,7 @@ def test_passes_registered():
     assert get_pass("consecutive-cast") is ConsecutiveCastPass
     assert get_pass("allocation-order-inference") is AllocationOrderInferencePass
     assert get_pass("fuser-preseg") is PresegPass
+    assert get_pass("remove-broadcast-reduction").name == "remove-broadcast-reduction"
     assert PresegPass.name == "fuser-preseg" and RemoveBcastSqueezePass().swap_unary is True
 
 
