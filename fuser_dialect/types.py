@@ -12,11 +12,14 @@ the type is re-parsed at every use of a value, so its parse cost dominates large
 
 from __future__ import annotations
 
+import math
+
 import re
 from collections.abc import Sequence
 from enum import Enum
 
 import numpy as np
+from xdsl.utils.exceptions import VerifyException
 from xdsl.dialects.builtin import (
     BFloat16Type,
     ComplexType,
@@ -192,6 +195,15 @@ class TensorType(ParametrizedAttribute, TypeAttribute):
             element_type = ELEMENT_TYPES[element_type]
         super().__init__(element_type, IntTupleAttr(tuple(dims)), IntTupleAttr(tuple(order)))
 
+    def verify(self) -> None:
+        """Kernels index with 64-bit signed arithmetic: each static extent, and the element count
+        of the static extents together, must be below 2**63 (else no index fits)."""
+        static = [d for d in self.dims.data if d > 0]
+        if math.prod(static) > INT64_MAX:
+            raise VerifyException(f"fuser.tensor: the static extents {'x'.join(map(str, static))} hold "
+                                  f"{math.prod(static)} elements, which does not fit in 64 bits (a tensor's "
+                                  "element count must be < 2**63)")
+
     # -- queries ---------------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:
@@ -266,6 +278,10 @@ class TensorType(ParametrizedAttribute, TypeAttribute):
         too_large = next((d for d in dims if d > INT64_MAX), None)
         if too_large is not None:
             parser.raise_error(f"extent {too_large} does not fit in 64 bits (extents must be < 2**63)", start, parser.pos)
+        static = [d for d in dims if d > 0]
+        if math.prod(static) > INT64_MAX:
+            parser.raise_error(f"the static extents {'x'.join(map(str, static))} hold {math.prod(static)} elements, which "
+                               "does not fit in 64 bits (a tensor's element count must be < 2**63)", start, parser.pos)
         order: tuple[int, ...] = ()
         if order_text is not None:
             order = tuple(int(v) for v in order_text.replace(",", " ").split())

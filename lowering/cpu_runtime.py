@@ -32,7 +32,7 @@ from typing import Sequence
 import ml_dtypes
 import numpy as np
 
-from fuser.lowering import settings
+from fuser.lowering import settings, temp_files
 from fuser.lowering.addresses import numpy_address
 from fuser.lowering.disk_cache import Binary, CachedCompiler, DiskCache, digest
 from fuser.lowering.errors import CompileError, FuserError, LaunchError, MemcheckError
@@ -259,7 +259,7 @@ class CpuCompiler(CachedCompiler):
         cxx, identity = self._identity()
         runtime = prebuilt.host_runtime(cxx, identity, self.runtime_flags)
         pch = prebuilt.precompiled_header(cxx, identity, self.flags)
-        with tempfile.TemporaryDirectory(prefix="fuser-cxx-") as tmp:
+        with temp_files.scratch("cxx") as tmp:
             src = Path(tmp) / SOURCE_NAME
             out = Path(tmp) / "module.so"
             src.write_text(source)

@@ -8,16 +8,19 @@ names this key and the binary has the recorded size and digest. A truncated writ
 file or another entry's binary copied over this one is rebuilt, never handed to a loader.
 
 A cache folder that cannot be written (read-only, or under a regular file) is not an error:
-compiling goes on without storing, and one warning names FUSER_CACHE_DIR and the folder.
+compiling goes on without storing, and one warning names the folder and why it was chosen
+(FUSER_CACHE_DIR, its default, or an install root).
 
 `CachedCompiler` is the shape every compiler has: a key for a source, a build, and `compile`
 which consults the cache before building and stores what it built."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import stat
 import tempfile
 import threading
 import warnings
@@ -41,15 +44,63 @@ _unwritable: set[Path] = set()
 _unwritable_lock = threading.Lock()
 
 
-def _warn_unwritable(folder: Path, error: OSError) -> None:
-    """One warning per folder and process: later stores into it are skipped quietly."""
+def _warn_unwritable(folder: Path, error: OSError, installed: bool) -> None:
+    """One warning per folder and process: later stores into it are skipped quietly. It names
+    the folder and why that folder: the kernel cache (FUSER_CACHE_DIR) or an install root."""
     with _unwritable_lock:
         if folder in _unwritable:
             return
         _unwritable.add(folder)
-    warnings.warn(f"FUSER_CACHE_DIR: cannot write the kernel cache folder {folder} ({error.strerror or error}); "
-                  "compiling without the disk cache (set FUSER_CACHE_DIR to a writable folder)",
-                  RuntimeWarning, stacklevel=4)
+    if installed:
+        what = ("install folder (what is built once per user: ~/.cache/fuser, else FUSER_CACHE_DIR)", "")
+    else:
+        source = "FUSER_CACHE_DIR" if os.environ.get("FUSER_CACHE_DIR", "").strip() else \
+            "the default, as FUSER_CACHE_DIR is unset"
+        what = (f"kernel cache folder ({source})", " (set FUSER_CACHE_DIR to a writable folder)")
+    warnings.warn(f"cannot write the {what[0]} {folder}: {error.strerror or error}; going on without keeping "
+                  f"what is built there{what[1]}", RuntimeWarning, stacklevel=4)
+
+
+MAX_SIDECAR_BYTES = 16 << 20
+"""A sidecar holds a key, a digest and a compiler log: anything larger is not one."""
+
+
+class NotARegularFile(OSError):
+    """A cache entry that is a link, a FIFO, a device or a folder, or is larger than expected."""
+
+
+def _read_regular(path: Path, size_limit: int) -> bytes:
+    """The bytes of `path` if it is a regular file (a link is not followed) of at most
+    `size_limit` bytes. Opened non-blocking, so a FIFO cannot stall the open."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotARegularFile(f"{path} is not a regular file")
+        if info.st_size > size_limit:
+            raise NotARegularFile(f"{path} has {info.st_size} bytes, expected at most {size_limit}")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(size_limit + 1)
+    finally:
+        os.close(fd)
+
+
+_damaged: set[Path] = set()
+
+
+def _warn_damaged(path: Path, error: Exception) -> None:
+    """For an entry that is not a regular file (a link, a FIFO, a device, a folder): one warning
+    per entry and process; the entry is rebuilt (and replaced by the store). A missing, damaged
+    or foreign entry is rebuilt quietly, as always."""
+    if not isinstance(error, NotARegularFile) and getattr(error, "errno", None) != errno.ELOOP:
+        return
+    with _unwritable_lock:
+        if path in _damaged:
+            return
+        _damaged.add(path)
+    reason = "a symbolic link (not followed)" if getattr(error, "errno", None) == errno.ELOOP else \
+        (error.strerror or str(error))
+    warnings.warn(f"kernel cache entry {path}: {reason}; rebuilding it", RuntimeWarning, stacklevel=4)
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -78,16 +129,27 @@ class DiskCache:
         return (self.root or settings.cache_root()) / self.folder / f"{key}{self.suffix}"
 
     def load(self, key: str) -> Binary | None:
-        """The entry of `key` if it is whole and is this key's; None otherwise."""
+        """The entry of `key` if it is whole and is this key's; None otherwise (then it is
+        rebuilt). Both files are opened without following links and must be regular files: a
+        FIFO would block a read forever, a link to /dev/zero would read until memory runs out.
+        The binary is read only when its size is the one its sidecar records."""
         path = self.path(key)
+        sidecar = path.with_name(path.name + ".json")
         try:
-            record = json.loads(path.with_name(path.name + ".json").read_text())
-            data = path.read_bytes()
-        except (OSError, ValueError):  # missing, unreadable, or a sidecar that is not JSON
+            record = json.loads(_read_regular(sidecar, MAX_SIDECAR_BYTES))
+        except FileNotFoundError:
             return None
-        if not isinstance(record, dict) or record.get("key") != key or record.get("size") != len(data):
+        except (OSError, ValueError) as e:  # unreadable, not a regular file, or not JSON
+            _warn_damaged(sidecar, e)
             return None
-        if record.get("sha256") != hashlib.sha256(data).hexdigest():
+        if not isinstance(record, dict) or record.get("key") != key or not isinstance(record.get("size"), int):
+            return None
+        try:
+            data = _read_regular(path, record["size"])
+        except OSError as e:
+            _warn_damaged(path, e)
+            return None
+        if len(data) != record["size"] or record.get("sha256") != hashlib.sha256(data).hexdigest():
             return None
         return Binary(data, str(record.get("log", "")), "disk")
 
@@ -106,7 +168,7 @@ class DiskCache:
             if source is not None:
                 write_atomic(path.with_name(path.name + ".src"), source.encode())
         except OSError as e:
-            _warn_unwritable(path.parent, e)
+            _warn_unwritable(path.parent, e, installed=self.root is not None)
 
 
 class CachedCompiler(ABC):

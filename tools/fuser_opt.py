@@ -84,6 +84,14 @@ class FuserOptMain(xDSLOptMain):
                 return ModuleOp([])  # mlir-opt accepts an empty input as an empty module
             try:
                 return parser.parse_module(not self.args.no_implicit_module)
+            except RecursionError:
+                # Each nesting level ({, [, ( or a region) costs the parser Python frames.
+                text = parser.lexer.input.content
+                pos = min(parser.pos, len(text))
+                line = text.count("\n", 0, pos) + 1 + self._chunk_offset
+                column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+                raise DriverError(f"{self.get_input_name()}:{line}:{column}: the input nests too deeply to parse "
+                                  f"(Python's recursion limit; fusions nest a few levels)") from None
             except VerifyException as e:
                 # xDSL checks operand/result type constraints while it parses an op's custom
                 # syntax and raises with no location: point at the op just parsed instead.
@@ -196,6 +204,8 @@ class FuserOptMain(xDSLOptMain):
         except ValueError as e:
             # Pass options and pass preconditions (e.g. concretize without extents).
             _fail(str(e))
+        except RecursionError:
+            _fail("the IR nests too deeply to process (Python's recursion limit; fusions nest a few levels)")
 
 
 def _fail(message: str) -> None:

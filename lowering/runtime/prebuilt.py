@@ -23,6 +23,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from fuser.lowering import temp_files
 from fuser.lowering.disk_cache import Binary, DiskCache, digest, install_roots
 from fuser.lowering.errors import CompileError
 from fuser.lowering.runtime import EMU_HEADER_PATH, RUNTIME_DIR
@@ -84,7 +85,7 @@ def _find_runtime(key: str) -> Path | None:
 
 def _build_runtime(cxx: str, flags: Sequence[str], key: str) -> Path:
     global _runtime_count
-    with tempfile.TemporaryDirectory(prefix="fuser-rt-") as tmp:
+    with temp_files.scratch("rt") as tmp:
         out = Path(tmp) / soname(key)
         cmd = [cxx, *flags, f"-Wl,-soname,{soname(key)}", "-I", str(RUNTIME_DIR), "-o", str(out), str(RUNTIME_SOURCE)]
         _runtime_count += 1
@@ -113,7 +114,7 @@ def _store_runtime(key: str, binary: Binary) -> Path:
         cache.store(key, binary)
         if cache.load(key) is not None:
             return cache.path(key)
-    private = Path(tempfile.mkdtemp(prefix="fuser-rt-")) / soname(key)
+    private = temp_files.until_exit("rt") / soname(key)  # removed at exit; swept if killed
     private.write_bytes(binary.data)
     return private
 

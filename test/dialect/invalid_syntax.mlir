@@ -99,3 +99,11 @@ func.func @huge(%x: !fuser.tensor<99999999999999999999xf32>) -> !fuser.tensor<99
   func.return %x : !fuser.tensor<99999999999999999999xf32>
 }
 // CHECK: extent 99999999999999999999 does not fit in 64 bits (extents must be < 2**63)
+
+// -----
+
+// Each extent fits, but not the element count: no 64-bit index covers the tensor.
+func.func @huge_count(%x: !fuser.tensor<9223372036854775807x9223372036854775807xf32>) -> !fuser.tensor<9223372036854775807x9223372036854775807xf32> {
+  func.return %x : !fuser.tensor<9223372036854775807x9223372036854775807xf32>
+}
+// CHECK: the static extents 9223372036854775807x9223372036854775807 hold 85070591730234615847396907784232501249 elements, which does not fit in 64 bits (a tensor's element count must be < 2**63)

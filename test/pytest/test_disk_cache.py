@@ -75,6 +75,38 @@ def test_entry_round_trip_and_verification(cache_dir):
     assert cache.load("k2") is None
 
 
+@pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero", "link out of the cache", "folder", "sidecar fifo"])
+def test_an_entry_that_is_not_a_regular_file_is_rebuilt_with_one_warning(cache_dir, tmp_path_factory, kind):
+    """A FIFO in place of a cached .so hung `load` forever; a symlink to /dev/zero read until
+    memory ran out. Entries are opened without following links and must be regular files."""
+    import os
+
+    cache = DiskCache("unit", ".bin")
+    cache.store("k", Binary(b"\x7fELF" + bytes(100)))
+    entry = cache.path("k")
+    target = cache_dir / "unit" / "k.bin.json" if kind == "sidecar fifo" else entry
+    target.unlink()
+    if kind in ("fifo", "sidecar fifo"):
+        os.mkfifo(target)
+    elif kind == "link to /dev/zero":
+        target.symlink_to("/dev/zero")
+    elif kind == "link out of the cache":
+        outside = tmp_path_factory.mktemp("outside") / "k.bin"
+        outside.write_bytes(b"\x7fELF" + bytes(100))
+        target.symlink_to(outside)
+    else:
+        target.mkdir()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert cache.load("k") is None
+        assert cache.load("k") is None  # one warning per entry
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 1 and str(target) in messages[0] and "rebuilding it" in messages[0], messages
+    if kind != "folder":  # a store replaces the odd entry by a regular file
+        cache.store("k", Binary(b"\x7fELF" + bytes(100)))
+        assert cache.load("k") is not None and not os.path.islink(target)
+
+
 # --------------------------------------------------------------------------- cpu: .so entries
 
 
@@ -125,7 +157,7 @@ def test_unwritable_cache_dir_warns_once_and_compiles(tmp_path, monkeypatch):
     blocker.write_text("not a folder")
     monkeypatch.setenv("FUSER_CACHE_DIR", str(blocker / "cache"))
     CPU.forget_programs()
-    with pytest.warns(RuntimeWarning, match=r"FUSER_CACHE_DIR: cannot write .*a_file/cache/cpu") as record:
+    with pytest.warns(RuntimeWarning, match=r"cannot write the kernel cache folder \(FUSER_CACHE_DIR\) .*a_file/cache/cpu") as record:
         first = CPU.program(copy_kernel("ro"))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a second store into the same folder stays quiet
@@ -168,7 +200,78 @@ def test_cubin_cache_in_unwritable_folder_warns_and_compiles(tmp_path, monkeypat
     blocker.write_text("not a folder")
     monkeypatch.setenv("FUSER_CACHE_DIR", str(blocker))
     cc.clear_memory_cache()
-    with pytest.warns(RuntimeWarning, match="FUSER_CACHE_DIR: cannot write"):
+    with pytest.warns(RuntimeWarning, match=r"cannot write the kernel cache folder \(FUSER_CACHE_DIR\)"):
         result = cc.compile_cuda(SAXPY + "// unwritable\n", "sm_90")
     assert result.origin == "compiled" and result.cubin[:4] == b"\x7fELF"
     cc.clear_memory_cache()
+
+
+def test_an_unwritable_install_root_is_named_as_such(tmp_path):
+    """The warning named FUSER_CACHE_DIR for ~/.cache/fuser/cpu-runtime, which it is not."""
+    from fuser.lowering import disk_cache
+
+    blocker = tmp_path / "home_file"
+    blocker.write_text("")
+    cache = DiskCache("cpu-runtime", ".so", root=blocker / "fuser")
+    with pytest.warns(RuntimeWarning, match=r"cannot write the install folder \(what is built once per user"):
+        cache.store("k", Binary(b"x"))
+    disk_cache._unwritable.discard(blocker / "fuser" / "cpu-runtime")
+
+
+def test_stale_temporary_folders_of_dead_processes_are_swept(tmp_path):
+    """kill -9 during g++ left fuser-cxx-* folders; with no writable install root every process
+    left a fuser-rt-* folder. They are removed at exit, and swept when older than a day and
+    their process is gone."""
+    import os
+    import time
+
+    from fuser.lowering import temp_files
+
+    dead_pid = 2**22 + 12345  # above pid_max's default: no such process
+    old = time.time() - 2 * temp_files.STALE_AFTER_S
+    stale = [tmp_path / f"fuser-cxx-{dead_pid}-abc", tmp_path / f"fuser-rt-{dead_pid}-def"]
+    young = tmp_path / f"fuser-cxx-{dead_pid}-new"
+    alive = tmp_path / f"fuser-rt-{os.getppid()}-xyz"
+    other = tmp_path / "unrelated-folder"
+    for folder in (*stale, young, alive, other):
+        folder.mkdir()
+        (folder / "module.so").write_bytes(b"x")
+    for folder in (*stale, alive, other):
+        os.utime(folder, (old, old))
+    removed = temp_files.sweep_stale(str(tmp_path))
+    assert sorted(removed) == sorted(stale)
+    assert young.exists() and alive.exists() and other.exists()
+
+
+def test_a_process_leaves_no_temporary_folder_behind(tmp_path):
+    """A process whose install roots cannot be written keeps its host runtime in a private folder
+    until exit, then removes it."""
+    import os
+
+    if not cr.cpu_compiler_available():
+        pytest.skip("no g++ for the CPU backend")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".cache").write_text("a file where the folder would go")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    cache = tmp_path / "read-only-cache"
+    cache.mkdir()
+    cache.chmod(0o500)
+    script = textwrap.dedent("""
+        import numpy as np
+        from fuser import FusionDefinition, DataType
+        with FusionDefinition() as fd:
+            x = fd.define_tensor(shape=[-1], dtype=DataType.Float)
+            fd.add_output(fd.ops.exp(x))
+        print(fd.execute([np.zeros(3, np.float32)], backend="cpu")[0].tolist())
+    """)
+    env = {**os.environ, "HOME": str(home), "TMPDIR": str(tmp), "FUSER_CACHE_DIR": str(cache)}
+    try:
+        done = subprocess.run([sys.executable, "-W", "ignore", "-c", script], capture_output=True, text=True,
+                              env=env, timeout=300)
+    finally:
+        cache.chmod(0o700)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[1.0, 1.0, 1.0]"
+    assert [p.name for p in tmp.iterdir() if p.name.startswith("fuser-")] == []

@@ -1,6 +1,7 @@
-"""`fuser-opt -t cuda` prints one program that a CUDA compiler takes as it is: every kernel of the
-lit suites' inputs (test/lowering/cuda-*.mlir, each split) compiled for sm_90 with NVRTC, and a
-few whole outputs with `nvcc -cubin` exactly as a user would run it."""
+"""fuser-opt as a user runs it. `-t cuda` prints one program that a CUDA compiler takes as it is:
+every kernel of the lit suites' inputs (test/lowering/cuda-*.mlir, each split) compiled for
+sm_90 with NVRTC, and a few whole outputs with `nvcc -cubin`. Pathological input ends in one
+line of error and exit status 1."""
 
 from __future__ import annotations
 
@@ -64,3 +65,19 @@ def test_prelude_false_prints_the_kernels_alone():
                            input=text, capture_output=True, text=True, timeout=120).stdout
     assert alone.startswith("// kernel 0 of @")
     assert "fuser_prelude.cuh" not in alone
+
+
+@pytest.mark.parametrize("text", [
+    "builtin.module {" * 5000 + "}" * 5000,
+    "func.func @f() attributes {a = " + "[" * 100_000 + "]" * 100_000 + "} { func.return }",
+])
+def test_deeply_nested_input_is_a_one_line_error(text, tmp_path):
+    """5,000 nested modules or 100,000 nested `[` ended in a ~1,000-line RecursionError."""
+    path = tmp_path / "deep.mlir"
+    path.write_text(text)
+    done = subprocess.run([sys.executable, "-m", "fuser.tools.fuser_opt", str(path)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr[-1000:]
+    assert lines[0].startswith(f"fuser-opt: error: {path}:1:") and "nests too deeply" in lines[0]
