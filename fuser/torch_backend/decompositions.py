@@ -57,4 +57,23 @@ def fuser_decompositions() -> dict:
     table.update(get_decompositions(EXTRA_DECOMPOSITIONS))
     for op in EXCLUDED:
         table.pop(op, None)
+    for op in STRICTER_THAN_THEIR_DECOMPOSITION:
+        if op in table:
+            table[op] = _only_where_eager_accepts(table[op])
     return table
+
+
+STRICTER_THAN_THEIR_DECOMPOSITION = [aten.nll_loss_forward.default, aten.nll_loss2d_forward.default]
+"""Ops whose eager kernel refuses inputs their decomposition would compute anyway: nll_loss
+(cross_entropy's core) wants int64 (or uint8) targets, its decomposition takes int32 ones. A
+compiled program must fail as it fails eagerly, so for such inputs the op stays whole (left to
+ATen, which raises)."""
+
+
+def _only_where_eager_accepts(decomposition):
+    def decompose(self, target, *args, **kwargs):
+        if target.dtype not in (torch.int64, torch.uint8):
+            return NotImplemented  # not decomposed: the op itself, eager, raises torch's error
+        return decomposition(self, target, *args, **kwargs)
+
+    return decompose

@@ -61,8 +61,16 @@ def _extremum(method: str):
     return build
 
 
-translates(aten.amax.default)(_extremum("max"))
-translates(aten.amin.default)(_extremum("min"))
+def _nonempty_reduced_dims(node):
+    """torch raises for amax/amin over a dim of extent 0 (fuser would return -inf/+inf)."""
+    x = node.args[0].meta["val"]
+    dims = _dims(_arg(node, 1, "dim"), x.dim())
+    empty = [d for d in dims if not isinstance(x.shape[d], torch.SymInt) and int(x.shape[d]) == 0]
+    return f"{node.target} over the empty dim {empty[0]} (torch raises)" if empty else None
+
+
+translates(aten.amax.default, check=_nonempty_reduced_dims)(_extremum("max"))
+translates(aten.amin.default, check=_nonempty_reduced_dims)(_extremum("min"))
 
 
 def _float_only(node):

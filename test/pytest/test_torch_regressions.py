@@ -244,3 +244,15 @@ def test_every_aten_op_is_counted_once():
     record = fuser.explain(fn, torch.randn(2, 3, 4), quiet=True)
     for graph in record.graphs:
         assert graph.fused_ops + sum(graph.eager_ops.values()) == graph.aten_ops
+
+
+def test_a_compiled_program_fails_as_it_fails_eagerly():
+    """int32 cross-entropy targets: eager raises `expected target dtype to be Long`; the
+    decomposition took them. nll_loss now stays whole for such targets, and ATen raises."""
+    x, y = torch.randn(4, 5), torch.tensor([1, 2, 3, 0], dtype=torch.int32)
+    with pytest.raises(RuntimeError, match="expected target dtype to be Long"):
+        F.cross_entropy(x, y)
+    with pytest.raises(RuntimeError, match="expected target dtype to be Long"):
+        torch.compile(lambda x, y: F.cross_entropy(x, y), backend="fuser")(x, y)
+    torch.testing.assert_close(torch.compile(lambda x, y: F.cross_entropy(x, y), backend="fuser")(x, y.long()),
+                               F.cross_entropy(x, y.long()))
