@@ -54,3 +54,12 @@ def address_of(x) -> int:
 
 
 __all__ = ["FAST", "HEADER_BYTES", "address_of", "numpy_address", "read_pointer"]
+
+
+def span_bytes(shape, byte_strides, itemsize: int) -> int:
+    """The bytes an array with non-negative strides reaches from its data pointer: to the end of
+    its last element (a stride-0 dim adds nothing; a slice of a wider array reaches past its
+    dense size). 0 for an empty array."""
+    if any(n == 0 for n in shape):
+        return 0
+    return sum((n - 1) * s for n, s in zip(shape, byte_strides)) + itemsize

@@ -33,7 +33,7 @@ import ml_dtypes
 import numpy as np
 
 from fuser.lowering import settings, temp_files
-from fuser.lowering.addresses import numpy_address
+from fuser.lowering.addresses import numpy_address, span_bytes
 from fuser.lowering.disk_cache import Binary, CachedCompiler, DiskCache, digest
 from fuser.lowering.errors import CompileError, FuserError, LaunchError, MemcheckError
 from fuser.lowering.runtime import EMU_HEADER_PATH, PRELUDE_PATH, RUNTIME_DIR
@@ -517,9 +517,9 @@ def _param_names(source: str, kernel: str, count: int) -> list[str]:
 
 
 def _regions(kernel: _Kernel, args: Sequence) -> list[_MemRegion]:
-    """One region per pointer argument: its array's bytes from the address passed. The runtime
-    accepts only C-contiguous arrays, so the valid range is exactly [data, data + nbytes)."""
-    return [_MemRegion(numpy_address(arg), arg.nbytes, name.encode())
+    """One region per pointer argument: the bytes its array reaches from the address passed (its
+    strides are non-negative: [data, data + span), which is nbytes for a dense array)."""
+    return [_MemRegion(numpy_address(arg), span_bytes(arg.shape, arg.strides, arg.itemsize), name.encode())
             for arg, param, name in zip(args, kernel.params, kernel.param_names) if param.pointer]
 
 
@@ -564,8 +564,9 @@ def _array_address(arg, param: _Param, kernel: _Kernel, i: int) -> int:
     if type(arg) is not np.ndarray and not isinstance(arg, np.ndarray):
         raise LaunchError(f"{_where(kernel, i)}: expected a numpy array, got {type(arg).__name__}")
     flags = arg.flags
-    if not flags.c_contiguous:
-        raise LaunchError(f"{_where(kernel, i)}: the array must be C-contiguous (use np.ascontiguousarray)")
+    if not flags.c_contiguous and min(arg.strides, default=0) < 0:
+        raise LaunchError(f"{_where(kernel, i)}: the array has a negative stride (a reversed view): "
+                          "pass np.ascontiguousarray of it")
     if not param.const and not flags.writeable:
         raise LaunchError(f"{_where(kernel, i)}: the kernel may write this array but it is read-only")
     if not _pointee_matches(param, arg.dtype):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import functools
 import math
 import struct
@@ -33,6 +34,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from fuser.lowering import cuda_driver
+from fuser.lowering.addresses import span_bytes
 from fuser.lowering.errors import FuserError
 
 _STATIC_SHARED_LIMIT = 48 * 1024  # more dynamic shared memory must be opted into per kernel
@@ -333,18 +335,27 @@ def from_dense(buffer: np.ndarray, shape: Sequence[int], strides: Sequence[int])
 
 @in_context
 def to_device(x) -> DeviceArray:
-    """numpy array -> copied into pooled device memory (its stride order kept, made dense);
-    torch CUDA tensor -> used in place, no copy; torch CPU tensor -> copied by torch."""
+    """numpy array -> copied into pooled device memory: a dense one densely (its stride order
+    kept), a strided view as the bytes it reaches (`memory_span`: an expanded input of 2**31
+    elements is 8 bytes, not 16 GiB) read through its strides; torch CUDA tensor -> used in place,
+    no copy; torch CPU tensor -> copied by torch, a strided view likewise as its span."""
     drv = driver()
     if _is_tensor(x):
         ordinal = _device_ordinal()
         if not x.is_cuda:
-            x = x.to(device=f"cuda:{ordinal}")
+            x = _torch_span_to(x, f"cuda:{ordinal}")
         elif x.device.index != ordinal:  # another GPU's pointer is invalid in our context
             raise ValueError(f"tensor is on {x.device} but fuser's kernels run on cuda:{ordinal}")
         return DeviceArray(x.data_ptr(), x.shape, _numpy_dtype(x.dtype), x.stride(), x)
     if not isinstance(x, np.ndarray):
         raise TypeError(f"expected a numpy array or torch tensor, got {type(x).__name__}")
+    span = memory_span(x)
+    if span is not None:
+        raw, strides = span
+        mem = _pool().allocate(max(raw.nbytes, 1))
+        if raw.nbytes:
+            drv.memcpy_htod(int(mem), raw)
+        return DeviceArray(int(mem), x.shape, x.dtype, strides, mem)
     dense, strides = dense_copy(x)
     mem = _pool().allocate(max(dense.nbytes, 1))
     if dense.nbytes:
@@ -352,10 +363,56 @@ def to_device(x) -> DeviceArray:
     return DeviceArray(int(mem), x.shape, x.dtype, strides, mem)
 
 
+def memory_span(x: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]] | None:
+    """(the bytes a strided view reaches from its data pointer, as a uint8 array over the same
+    memory; its element strides) for a view that is not dense but has non-negative strides in
+    whole elements; None for other arrays (a dense one is copied as it is, a reversed view
+    densely)."""
+    if x.flags.c_contiguous or x.flags.f_contiguous or not x.size:
+        return None
+    if min(x.strides) < 0 or any(st % x.itemsize for st in x.strides):
+        return None
+    if x.transpose(_outer_to_inner(x.strides)).flags.c_contiguous:  # dense in another order: as it is
+        return None
+
+    nbytes = span_bytes(x.shape, x.strides, x.itemsize)
+    raw = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(x.__array_interface__["data"][0]))
+    return raw, tuple(st // x.itemsize for st in x.strides)
+
+
+def _dense_in_some_order(shape, strides) -> bool:
+    expected = 1
+    for stride, size in sorted((st, n) for n, st in zip(shape, strides) if n != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _torch_span_to(t, device: str):
+    """A CPU tensor on `device`: a strided view (non-overlapping and dense or not) as the
+    elements of its storage it reaches, viewed back with its strides."""
+    if t.numel() == 0 or _dense_in_some_order(t.shape, t.stride()):
+        return t.to(device=device)  # torch keeps a permuted dense layout
+    count = span_bytes(t.shape, t.stride(), 1)  # in elements: strides and itemsize 1
+    flat = t.as_strided((count,), (1,), t.storage_offset())
+    moved = flat.to(device=device)
+    return moved.as_strided(tuple(t.shape), tuple(t.stride()), moved.storage_offset())
+
+
 def torch_copy(x: np.ndarray, device: str) -> DeviceArray:
     """A numpy array copied to a torch CUDA tensor on `device` (on torch's current stream,
-    through its caching allocator), keeping its stride order."""
+    through its caching allocator): densely in its stride order, or a strided view as its span."""
     torch = _torch()
+    span = memory_span(x)
+    if span is not None:
+        raw, strides = span
+        as_torch = torch.from_numpy(raw).to(device)
+        bits = torch.int16 if x.dtype.name == "bfloat16" else _torch_dtype(x.dtype)
+        typed = as_torch.view(bits)
+        typed = typed.view(torch.bfloat16) if x.dtype.name == "bfloat16" else typed
+        t = typed.as_strided(tuple(x.shape), strides, 0)
+        return DeviceArray(t.data_ptr(), x.shape, x.dtype, strides, t)
     dense, strides = dense_copy(x)
     host = torch.from_numpy(dense.view(np.int16)).view(torch.bfloat16) if dense.dtype.name == "bfloat16" \
         else torch.from_numpy(dense)

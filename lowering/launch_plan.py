@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fuser.lowering.addresses import span_bytes
 from fuser.lowering.errors import MemcheckError
 from fuser.lowering.host_segments import HostKernel
 from fuser_dialect import philox
@@ -111,7 +112,7 @@ class LaunchPlan:
                                     for s in launched.sources if isinstance(s, _POINTERS))
             bound = launched.program.bind(
                 launched.kernel.name, launched.grid, launched.block,
-                [_slot_for(s, rt, facts, memory) if isinstance(s, _POINTERS) else s for s in launched.sources],
+                [_slot_for(s, rt, facts, checked) if isinstance(s, _POINTERS) else s for s in launched.sources],
                 needs_sync=launched.kernel.needs_sync, shared_bytes=launched.kernel.shared_bytes)
             steps.append(_Step(tuple(allocations), bound, pointer_sources,
                                any(isinstance(s, (PerLaunch, RngState)) for s in pointer_sources), launched))
@@ -256,9 +257,10 @@ class LaunchPlan:
         return out
 
 
-def _slot_for(source, rt, facts, memory):
+def _slot_for(source, rt, facts, checked):
     """The PointerSlot standing for a pointer argument in a bound launch (its byte size, for
-    memcheck regions)."""
+    memcheck regions): a fusion input's is the span of the input it was built from (a call of
+    the same signature has the same shape and strides), a buffer's its dense size."""
     from fuser.lowering.cpu_runtime import PointerSlot
 
     if isinstance(source, PerLaunch):
@@ -266,6 +268,10 @@ def _slot_for(source, rt, facts, memory):
     if isinstance(source, RngState):
         return PointerSlot(16)  # (seed, offset)
     v = source.value
+    if v in facts.tensor_args:
+        array = checked[facts.args.index(v)]
+        if isinstance(array, np.ndarray) and min(array.strides, default=0) >= 0:
+            return PointerSlot(span_bytes(array.shape, array.strides, array.itemsize))
     dtype = facts.dtypes.get(v) or np.dtype(_arg_dtype(v))
     return PointerSlot(int(np.prod(rt.shape(v), dtype=np.int64)) * dtype.itemsize)
 

@@ -62,13 +62,15 @@ class HostMemory:
 
     def adopt(self, value):
         value = to_numpy(value)
-        # Kernels index a tensor through its element strides from one base pointer: an input
-        # dense in some stride order is used in place, any other view is copied.
-        return value if _dense_view(value) is not None else np.ascontiguousarray(value)
+        # Kernels index a tensor through its element strides from one base pointer: any view
+        # with non-negative strides is read where it is — an expanded (stride-0) input of 2**31
+        # elements is its 8 bytes, not 16 GiB. Only reversed views (numpy's negative strides)
+        # are copied.
+        return value if min(value.strides, default=0) >= 0 else np.ascontiguousarray(value)
 
     def pointer(self, buf):
-        """What a pointer parameter receives: the same memory as a C-contiguous array (the
-        kernel's stride parameters carry the layout; the CPU runtime checks contiguity)."""
+        """What a pointer parameter receives: the same memory (as a C-contiguous array where it
+        is dense; the kernel's stride parameters carry the layout)."""
         view = _dense_view(buf)
         return buf if view is None else view
 

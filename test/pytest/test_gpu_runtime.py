@@ -234,3 +234,30 @@ def test_torch_tensors_are_used_in_place():
     assert isinstance(out.output(), torch.Tensor) and out.output().is_cuda
     bf = torch.tensor([1.5, -2.0], dtype=torch.bfloat16, device="cuda")
     np.testing.assert_array_equal(gr.to_device(bf).to_numpy().astype(np.float32), [1.5, -2.0])
+
+
+@pytest.mark.parametrize("make", [
+    lambda b: np.broadcast_to(b[:1, :1], (4, 6)),  # stride 0 in both dims: one element
+    lambda b: b[:, 1:4],  # a slice: reaches past its dense size
+    lambda b: b[::2, ::3],
+    lambda b: np.broadcast_to(b[:, :1], (5, 9)),
+])
+def test_a_strided_view_goes_to_the_device_as_the_bytes_it_reaches(make):
+    """An expanded input of 2**31 elements was copied densely (16 GiB); now a view with
+    non-negative strides travels as its span and is read through its strides."""
+    x = make(np.arange(30, dtype=np.float32).reshape(5, 6))
+    raw, strides = gr.memory_span(x)
+    assert raw.nbytes == (sum((n - 1) * s for n, s in zip(x.shape, x.strides)) + x.itemsize)
+    assert raw.nbytes <= 30 * 4
+    rebuilt = np.lib.stride_tricks.as_strided(raw.view(np.float32), x.shape, [s * 4 for s in strides])
+    np.testing.assert_array_equal(rebuilt, x)
+    assert gr.memory_span(np.ascontiguousarray(x)) is None and gr.memory_span(x.T.copy().T) is None
+
+
+def test_a_strided_cpu_tensor_is_moved_as_its_span():
+    torch = pytest.importorskip("torch")
+    base = torch.arange(30, dtype=torch.float32).view(5, 6)
+    for t in (base[:, :1].expand(5, 9), base[::2, 1:4], torch.ones(1).expand(2**20)):
+        moved = gr._torch_span_to(t, "cpu")  # the same arithmetic as to cuda, without a GPU
+        assert moved.stride() == t.stride()
+        torch.testing.assert_close(moved, t)
