@@ -11,7 +11,8 @@ Without a flag: --full where a GPU is usable, else --quick.
 Both modes add the memcheck overhead (FUSER_MEMCHECK=1 vs 0) of two cases on the cpu backend.
 
 Results are appended to ./benchmarks-out/results.{md,json} (untracked); --save appends to the
-tracked benchmarks/results.{md,json} instead, --update-readme also rewrites the README section.
+tracked benchmarks/results.{md,json} instead, --update-readme also rewrites this backend's section of
+docs/benchmarks.md (the flag keeps its old name: the section used to be in the README).
 
 Never part of the test run. Entry point for a console script: `benchmarks.cli:main`.
 """
@@ -60,7 +61,7 @@ def parse_args(argv):
                       help="append to the tracked benchmarks/results.{md,json} (default: ./benchmarks-out/, untracked)")
     save.add_argument("--no-save", action="store_true", help="write no results file at all")
     p.add_argument("--update-readme", action="store_true",
-                   help="replace the README's <!-- fuser-bench:BACKEND:begin/end --> section with this run")
+                   help="replace the <!-- fuser-bench:BACKEND:begin/end --> section of docs/benchmarks.md with this run")
     p.add_argument("--keep-cache", action="store_true", help="keep the temporary FUSER_CACHE_DIR folders")
     return p.parse_args(argv)
 
@@ -165,6 +166,22 @@ def memcheck_overheads(spec: str) -> list[dict]:
     return records
 
 
+def index_check_overheads(spec: str, backend, harness) -> list[dict]:
+    """The in-kernel index check cost of the INDEX_CHECK_CASES that --cases selects (cpu-sized
+    shapes, on the run's backend; on a GPU each call is synchronized)."""
+    chosen = [c for c in select(all_cases("quick"), spec) if c.key in measure.INDEX_CHECK_CASES]
+    sync = harness.gpu.synchronize if harness.gpu else None
+    records = []
+    for case in chosen:
+        to_device = harness.gpu.tensor_fn() if harness.gpu else None  # else host copies would dominate
+        inputs = [to_device(x) for x in case.inputs()] if to_device else None
+        records.append(measure.index_check_overhead(case, backend, inputs=inputs, sync=sync))
+        r = records[-1]
+        log(f"index checks {case.label}: " + (r["error"] if "error" in r else
+                                              f"{r['unchecked_ms']:.3f} -> {r['checked_ms']:.3f} ms"))
+    return records
+
+
 def save_results(run: dict, markdown: str, args) -> None:
     """The tracked benchmarks/results.{md,json} only with --save; else an untracked folder."""
     if args.no_save:
@@ -247,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_memcheck and "not_run" not in run and CPU.available()[0]:
             harness.use_cache(harness.shared_cache)
             run["memcheck"] = memcheck_overheads(args.cases)
+        if "not_run" not in run:
+            run["index_checks"] = index_check_overheads(args.cases, backend, harness)
     finally:
         harness.close()
     run["wall_s"] = time.perf_counter() - start

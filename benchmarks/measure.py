@@ -341,15 +341,18 @@ def env(name: str, value: str):
             os.environ[name] = before
 
 
-def warm_execute_ms(case: Case, backend: str | Backend, reps: int) -> float:
-    """Median ms of `reps` cached `execute` calls of a fresh definition of `case`."""
+def warm_execute_ms(case: Case, backend: str | Backend, reps: int, inputs=None, sync=None) -> float:
+    """Median ms of `reps` cached `execute` calls of a fresh definition of `case` (each call
+    followed by `sync`, on a GPU, so the time is the kernels' too)."""
     fd = case.build()
-    inputs = case.inputs()
+    inputs = case.inputs() if inputs is None else inputs
     fd.execute(inputs, backend=backend)  # compiles (or loads) under the current settings
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
         fd.execute(inputs, backend=backend)
+        if sync is not None:
+            sync()
         times.append(time.perf_counter() - t0)
     return 1e3 * statistics.median(times)
 
@@ -363,6 +366,28 @@ def memcheck_overhead(case: Case, reps: int = 15) -> dict:
                 record[key] = warm_execute_ms(case, "cpu", reps)
     except Exception as e:
         record["error"] = error_text(e)
+    return record
+
+
+INDEX_CHECK_CASES = ("ce_fwd_aot:f32:64x32000", "ce_fwd_nvf:f32:64x32000")
+"""Cases whose in-kernel index check cost a run reports (the gather of cross-entropy's target)."""
+
+
+def index_check_overhead(case: Case, backend: str | Backend, reps: int = 15, inputs=None, sync=None) -> dict:
+    """Warm execute time of `case` with the in-kernel index checks (the default) and without
+    (FUSER_DISABLE=kernel_index_checks): what the checks cost."""
+    from fuser.lowering import settings
+
+    record: dict = {"case": case.label}
+    try:
+        for key, value in (("unchecked_ms", "kernel_index_checks"), ("checked_ms", "")):
+            with env("FUSER_DISABLE", value):
+                settings.reload()
+                record[key] = warm_execute_ms(case, backend, reps, inputs, sync)
+    except Exception as e:
+        record["error"] = error_text(e)
+    finally:
+        settings.reload()
     return record
 
 

@@ -1,5 +1,5 @@
 """The results table (markdown), benchmarks/results.md (appended), benchmarks/results.json (a list of
-runs, appended) and, on request, the README's benchmark section (replaced between markers)."""
+runs, appended) and, on request, the benchmark section of docs/benchmarks.md (replaced between markers)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from fuser.lowering.backends import get_backend
 
 RESULTS_MD = Path(__file__).resolve().parent / "results.md"
 RESULTS_JSON = Path(__file__).resolve().parent / "results.json"
-README = REPO_ROOT / "README.md"
+BENCHMARKS_DOC = REPO_ROOT / "docs" / "benchmarks.md"
+"""The page whose `<!-- fuser-bench:BACKEND:begin/end -->` section --update-readme rewrites (the README
+links to it; it used to hold the section itself, hence the flag's name)."""
 
 
 def _run(cmd: list[str]) -> str:
@@ -192,6 +194,8 @@ def render_markdown(run: dict) -> str:
         out.append(f"Host overhead: failed ({tiny['error']}).")
     if run.get("memcheck"):
         out.append(memcheck_line(run["memcheck"]))
+    if run.get("index_checks"):
+        out.append(index_check_line(run["index_checks"], run.get("backend", "")))
     if run.get("copy"):
         c = run["copy"]
         out.append(f"Device-to-device copy of {c['bytes'] >> 20} MiB: {c['gbps']:.0f} GB/s (read + write).")
@@ -215,6 +219,19 @@ def memcheck_line(records: list[dict]) -> str:
             parts.append(f"{r['case']} {r['off_ms']:.2f} → {r['on_ms']:.2f} ms (×{r['on_ms'] / r['off_ms']:.2f})")
     return ("Memcheck overhead (`FUSER_MEMCHECK=1`: every global access bounds-checked; cpu backend, median of "
             f"warm `execute` calls, off → on): {'; '.join(parts)}.")
+
+
+def index_check_line(records: list[dict], backend: str) -> str:
+    """One sentence: warm execute times without and with the in-kernel index checks."""
+    parts = []
+    for r in records:
+        if "error" in r:
+            parts.append(f"{r['case']}: failed ({r['error']})")
+        else:
+            parts.append(f"{r['case']} {r['unchecked_ms']:.3f} → {r['checked_ms']:.3f} ms "
+                         f"(×{r['checked_ms'] / r['unchecked_ms']:.2f})")
+    return (f"In-kernel index checks ({backend or 'this backend'}, median of warm `execute` calls, "
+            f"`FUSER_DISABLE=kernel_index_checks` → default): {'; '.join(parts)}.")
 
 
 def default_out_dir() -> Path:
@@ -242,8 +259,8 @@ def append_results(run: dict, markdown: str, results_md: Path = RESULTS_MD, resu
 PLACEHOLDER = "<!-- BENCHMARK TABLE -->"
 
 
-def update_readme(markdown: str, backend: str, readme: Path = README) -> str:
-    """Put this run's markdown in README.md between `<!-- fuser-bench:BACKEND:begin -->` and
+def update_readme(markdown: str, backend: str, readme: Path = BENCHMARKS_DOC) -> str:
+    """Put this run's markdown in docs/benchmarks.md between `<!-- fuser-bench:BACKEND:begin -->` and
     `<!-- fuser-bench:BACKEND:end -->` (replacing what a previous run put there); the first time,
     those markers replace the `<!-- BENCHMARK TABLE -->` placeholder (the cpu section first, a gpu
     section after it). Returns what happened."""

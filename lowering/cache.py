@@ -178,6 +178,11 @@ class FusionCache(Generic[T]):
         with self._lock:
             return len(self._entries)
 
+    def values(self) -> list[T]:
+        """The cached entries now (a copy), least recently used first."""
+        with self._lock:
+            return list(self._entries.values())
+
     def __contains__(self, key: Hashable) -> bool:
         with self._lock:
             return key in self._entries

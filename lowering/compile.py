@@ -1,7 +1,8 @@
 """CUDA C source -> cubin or PTX bytes, cached; loading and launching live in `lowering.gpu_runtime`.
 
 Compiling needs no GPU: NVRTC runs in process through `cuda.bindings.nvrtc` (the optional
-`fuser[nvrtc]` extra, ~40 ms a kernel), nvcc from a CUDA toolkit is the fallback (~0.3 s a kernel).
+`fuser[nvrtc]` extra; 130-350 ms for a one-kernel program as measured on the 2-core CPU machine, see
+docs/benchmarks.md), nvcc from a CUDA toolkit is the fallback (slower: a process per program).
 
 Output (`image_format`): PTX when the installed driver can JIT what the compiler emits (the driver
 compiles it at load and keeps it in its own cache, so ptxas leaves NVRTC's time), else a cubin for
@@ -12,7 +13,8 @@ here): cubin. `compile_cuda` gives a cubin unless asked; the cuda backend decide
 NVRTC gets `-minimal` (12.4+; no textures, device-side launches or runtime API types, which fuser
 never emits) and no include path until a source needs one: kernels without 16-bit floats include
 nothing (lowering/render.py). NVRTC's bundled headers are installed once per user and NVRTC
-version, under `~/.cache/fuser/nvrtc-include/<version>`, shared by every FUSER_CACHE_DIR.
+version, under `$FUSER_SHARED_CACHE_DIR/nvrtc-include/<version>` (default `~/.cache/fuser`), shared by
+every FUSER_CACHE_DIR.
 
 Results are memoised in process and stored by lowering.disk_cache under `$FUSER_CACHE_DIR/cubin`
 (default `~/.cache/fuser/cubin`) as `<key>.cubin`, a plain cubin that `cuobjdump` can read, or

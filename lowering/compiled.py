@@ -70,6 +70,7 @@ class LaunchFacts:
     output_layout: dict
     dtypes: dict
     has_slices: bool
+    has_index_ops: bool
 
 
 @dataclass
@@ -100,7 +101,16 @@ class CompiledFusion:
             output_layout={v: output_order(f, i)[0] for i, v in enumerate(ret.arguments)},
             dtypes={v: numpy_dtype(v.type.dtype) for v in values},
             has_slices=any(isinstance(op, SliceOp) for op in f.body.block.ops),
+            has_index_ops=bool(self.index_records.sites),
         )
+
+    @cached_property
+    def index_records(self):
+        """Where the in-kernel index checks of this fusion's kernels record a fault."""
+        from fuser.lowering.gather_checks import index_ops
+        from fuser.lowering.index_errors import IndexErrorRecords
+
+        return IndexErrorRecords(index_ops(self.fusion))
 
     @cached_property
     def extent_plan(self) -> ExtentPlan:
@@ -115,10 +125,10 @@ class CompiledFusion:
         return tuple(p.unit.choose(p, [extents.shape(v) for v in p.domain_values()], arrays, layout)
                      for p in self.plans)
 
-    def kernels_for(self, schedules: tuple) -> tuple[CompiledKernels, bool]:
-        """(kernels, compiled_now). Compiles under the entry's lock: once per schedule tuple
-        and build variant of the backend."""
-        key = (schedules, self.backend.variant())
+    def kernels_for(self, schedules: tuple, index_checks: bool = True) -> tuple[CompiledKernels, bool]:
+        """(kernels, compiled_now). Compiles under the entry's lock: once per schedule tuple,
+        build variant of the backend and choice of in-kernel index checks."""
+        key = (schedules, self.backend.variant(), index_checks)
         with self.lock:
             found = self.variants.get(key)
             if found is not None:
@@ -126,7 +136,7 @@ class CompiledFusion:
             start = time.perf_counter()
             device_plans = [p for p in self.plans if not is_host_plan(p)]
             macros = frozenset().union(*map(header_macros, device_plans))  # one head for the program
-            kernels = [host_kernel(p, s) if is_host_plan(p) else render(p, s, macros)
+            kernels = [host_kernel(p, s) if is_host_plan(p) else render(p, s, macros, index_checks)
                        for p, s in zip(self.plans, schedules)]
             device_kernels = [k for p, k in zip(self.plans, kernels) if not is_host_plan(p)]
             source = fusion_source(device_kernels) if device_kernels else ""

@@ -23,6 +23,7 @@ import functools
 import os
 import shutil
 import subprocess
+import signal
 import tempfile
 import threading
 import weakref
@@ -35,11 +36,11 @@ import numpy as np
 from fuser.lowering import settings, temp_files
 from fuser.lowering.addresses import numpy_address, span_bytes
 from fuser.lowering.disk_cache import Binary, CachedCompiler, DiskCache, digest
-from fuser.lowering.errors import CompileError, FuserError, LaunchError, MemcheckError
-from fuser.lowering.runtime import EMU_HEADER_PATH, PRELUDE_PATH, RUNTIME_DIR
-from fuser.lowering.runtime import prebuilt
+from fuser.lowering.errors import CompileError, FuserError, LaunchError, MemcheckError, RaceError
+from fuser.lowering.runtime import EMU_HEADER_PATH, PRELUDE_PATH, RACECHECK_HEADER_PATH, RUNTIME_DIR
+from fuser.lowering.runtime import prebuilt, racecheck
 
-ABI_VERSION = 5  # FUSER_CPU_ABI_VERSION in fuser_cpu_abi.h
+ABI_VERSION = 7  # FUSER_CPU_ABI_VERSION in fuser_cpu_abi.h
 CACHE_FORMAT = "2"  # bump to invalidate every cached module
 BASE_FLAGS = (
     # -O1: 20-30% less g++ time per module than -O2, kernels a few % slower (softmax 4096x1024,
@@ -51,6 +52,9 @@ BASE_FLAGS = (
 )
 """A kernel module's flags (the host runtime has its own, prebuilt.RUNTIME_FLAGS)."""
 MEMCHECK_FLAG = "-DFUSER_MEMCHECK"
+RACECHECK_FLAG = "-DFUSER_RACECHECK"
+RACE = 10  # fuser_emu::kRace
+INTERRUPTED = 11  # fuser_emu::kInterrupted
 SOURCE_NAME = "kernel.cpp"
 OUT_OF_BOUNDS = 9  # fuser_emu::kOutOfBounds
 
@@ -101,6 +105,7 @@ class _LaunchConfig(ctypes.Structure):
         ("stack_key", ctypes.c_int64),
         ("regions", ctypes.POINTER(_MemRegion)),
         ("num_regions", ctypes.c_uint32),
+        ("interruptible", ctypes.c_uint32),
     ]
 
 
@@ -233,11 +238,15 @@ class CpuCompiler(CachedCompiler):
 
     cache = DiskCache("cpu", ".so")
 
-    def __init__(self, extra_flags: Sequence[str] = (), memcheck: bool | None = None):
-        """memcheck: build checked modules; None follows FUSER_MEMCHECK."""
+    def __init__(self, extra_flags: Sequence[str] = (), memcheck: bool | None = None, racecheck: bool | None = None):
+        """memcheck / racecheck: build checked modules; None follows FUSER_MEMCHECK / FUSER_RACECHECK."""
         if memcheck is None:
             memcheck = settings.memcheck()
-        self.flags = (*BASE_FLAGS, *extra_flags, *((MEMCHECK_FLAG,) if memcheck else ()))
+        if racecheck is None:
+            racecheck = settings.racecheck()
+        self.racecheck = racecheck
+        self.flags = (*BASE_FLAGS, *extra_flags, *((MEMCHECK_FLAG,) if memcheck else ()),
+                      *((RACECHECK_FLAG,) if racecheck else ()))
         self.runtime_flags = (*prebuilt.RUNTIME_FLAGS, *extra_flags)
         """The host runtime's: a memcheck module uses the same runtime as an unchecked one."""
 
@@ -252,7 +261,8 @@ class CpuCompiler(CachedCompiler):
     def key(self, source: str) -> str:
         _, identity = self._identity()
         return digest(CACHE_FORMAT, identity, "\0".join(self.flags), EMU_HEADER_PATH.read_text(),
-                      PRELUDE_PATH.read_text(), prebuilt.runtime_key(identity, self.runtime_flags), source)
+                      RACECHECK_HEADER_PATH.read_text(), PRELUDE_PATH.read_text(),
+                      prebuilt.runtime_key(identity, self.runtime_flags), source)
 
     def build(self, source: str) -> Binary:
         global _compile_count
@@ -262,7 +272,8 @@ class CpuCompiler(CachedCompiler):
         with temp_files.scratch("cxx") as tmp:
             src = Path(tmp) / SOURCE_NAME
             out = Path(tmp) / "module.so"
-            src.write_text(source)
+            # Errors quote the source as the caller wrote it; g++ reads the tracked rewrite.
+            src.write_text(racecheck.tracked_shared_arrays(source) if self.racecheck else source)
             include = (["-I", str(pch)] if pch is not None else []) + ["-I", str(RUNTIME_DIR)]
             cmd = [cxx, *self.flags, *include, "-o", str(out), str(src), str(runtime)]
             _compile_count += 1
@@ -316,6 +327,8 @@ class CpuModule:
             raise FuserError(f"module built for CPU runtime ABI {abi}, this runtime speaks {ABI_VERSION}")
         self.memcheck = bool(self._lib.fuser_cpu_memcheck())
         """Built with -DFUSER_MEMCHECK: launches pass their pointer arguments' extents."""
+        self.racecheck = bool(self._lib.fuser_cpu_racecheck())
+        """Built with -DFUSER_RACECHECK: launches pass the extents too (to name arrays in reports)."""
         self._kernels: dict[str, _Kernel] = {}
         self._lock = threading.Lock()
 
@@ -374,7 +387,8 @@ class CpuModule:
         cfg.num_threads = num_threads if num_threads is not None else settings.launch_settings().cpu_threads
         cfg.dynamic_smem_bytes = shared_bytes
         cfg.stack_key = _fiber_stack_key()
-        regions = _regions(kernel, args) if self.memcheck else []
+        cfg.interruptible = _handles_sigint()
+        regions = _regions(kernel, args) if self.memcheck or self.racecheck else []
         if regions:
             cfg.regions = (_MemRegion * len(regions))(*regions)
             cfg.num_regions = len(regions)
@@ -385,8 +399,7 @@ class CpuModule:
         if code == OUT_OF_BOUNDS:
             raise _memcheck_error(kernel, regions, stats)
         if code != 0:
-            raise LaunchError(stats.error.decode(errors="replace") or f"launch failed with code {code}",
-                              kernel=kernel_name, code=code)
+            raise _launch_error(code, stats, kernel_name)
         return LaunchStats(stats.bytes_loaded, stats.bytes_stored)
 
     def bind(self, kernel_name: str, grid, block, args: Sequence, *, needs_sync: bool = True,
@@ -443,7 +456,7 @@ class BoundLaunch:
         self.constants: dict[int, bytes] = {i: _scalar_value(a, params[i], kernel, i).tobytes()
                                             for i, a in enumerate(args) if not isinstance(a, PointerSlot)}
         self.regions = ([(args[i].nbytes, kernel.param_names[i].encode()) for i in self.pointer_slots]
-                        if module.memcheck else [])
+                        if module.memcheck or module.racecheck else [])
         launcher = ctypes.cast(kernel.launch, ctypes.c_void_p).value
         self._call = _RAW_LAUNCHER(launcher)
         self._local = threading.local()
@@ -464,6 +477,7 @@ class BoundLaunch:
         cfg.num_threads = self.num_threads
         cfg.dynamic_smem_bytes = self.shared_bytes
         cfg.stack_key = _fiber_stack_key()
+        cfg.interruptible = _handles_sigint()
         st.regions = None
         if self.regions:
             st.regions = (_MemRegion * len(self.regions))(*[_MemRegion(0, nbytes, name) for nbytes, name in self.regions])
@@ -490,9 +504,25 @@ class BoundLaunch:
             if code == OUT_OF_BOUNDS:
                 regions = [_MemRegion(r.base, r.bytes, r.name) for r in st.regions] if st.regions is not None else []
                 raise _memcheck_error(self.kernel, regions, stats)
-            raise LaunchError(stats.error.decode(errors="replace") or f"launch failed with code {code}",
-                              kernel=self.kernel.name, code=code)
+            raise _launch_error(code, stats, self.kernel.name)
         return stats.bytes_loaded, stats.bytes_stored
+
+
+def _handles_sigint() -> int:
+    """1 on Python's main thread, which receives KeyboardInterrupt: its launches stop between
+    blocks at a Ctrl-C (the runtime's SigintWatch) instead of running to the end."""
+    return 1 if threading.current_thread() is threading.main_thread() else 0
+
+
+def _launch_error(code: int, stats, kernel_name: str) -> FuserError:
+    """The error of a failed launch. An interrupted one first hands the SIGINT it held back to
+    Python's handler (KeyboardInterrupt, or what the program installed); if that handler returns,
+    the launch still failed: its outputs are incomplete and are not returned."""
+    message = stats.error.decode(errors="replace") or f"launch failed with code {code}"
+    if code == INTERRUPTED:
+        signal.raise_signal(signal.SIGINT)
+    error = RaceError if code == RACE else LaunchError
+    return error(message, kernel=kernel_name, code=code)
 
 
 _RAW_LAUNCHER = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
@@ -508,7 +538,7 @@ def _param_names(source: str, kernel: str, count: int) -> list[str]:
     kernel_names, plain text search: no lowering decision depends on it); `arg<i>` where the
     definition cannot be read (a macro-generated kernel, array or function parameters)."""
     fallback = [f"arg{i}" for i in range(count)]
-    _, found, rest = source.partition(f" {kernel}(")
+    _, found, rest = source.rpartition(f" {kernel}(")  # the definition: after the prelude (which may spell it)
     if not found or ")" not in rest:
         return fallback
     params = [p for p in rest[:rest.index(")")].split(",") if p.strip()]

@@ -53,6 +53,17 @@ template <typename T> __device__ __forceinline__ T fuser_imod(T a, T b) {
 template <typename T> __device__ __forceinline__ T fuser_remainder_fix(T mod, T b) {
   return (mod != (T)0 && ((b < (T)0) != (mod < (T)0))) ? (T)(mod + b) : mod;
 }
+// An index read by a gather, take_along_axis, index_select or scatter, checked against the extent
+// it indexes: out of range, the first fault of the call is recorded in `err` ([fault, site, value,
+// extent], lowering/index_errors.py) and 0 is used instead, so nothing is read out of bounds.
+__device__ __forceinline__ long long fuser_checked_index(long long* err, int site, long long value,
+                                                         long long extent) {
+  if ((unsigned long long)value < (unsigned long long)extent) return value;
+  if (atomicCAS((unsigned long long*)err, 0ULL, 1ULL) == 0ULL) {
+    err[1] = site; err[2] = value; err[3] = extent;
+  }
+  return 0;
+}
 // Integer power by squaring in T's wrapping arithmetic, as torch computes it (a double pow
 // rounds: on the GPU pow(-19.0, 3.0) truncates to -6858). A negative exponent gives what torch
 // gives: 1 for a base of 1, +-1 for -1, else 0.
@@ -125,7 +136,7 @@ template <typename T> __device__ __forceinline__ void fuser_welford_update(T& n,
 // Before a block merges its threads' Welford partials: every thread's mean re-expressed against
 // thread 0's shift (shifts are elements of one row, so their difference is nearly exact), so the
 // merge works on values of the row's spread, not its magnitude. Uses smem[0].
-template <typename T> __device__ __forceinline__ void fuser_welford_common_shift(T n, T& mean, T& shift, T* smem) {
+template <typename T, typename S> __device__ __forceinline__ void fuser_welford_common_shift(T n, T& mean, T& shift, S&& smem) {
   if (threadIdx.x == 0) smem[0] = shift;
   __syncthreads();
   const T common = smem[0];
@@ -137,8 +148,9 @@ template <typename T> __device__ __forceinline__ void fuser_welford_common_shift
 template <typename T> __device__ __forceinline__ T fuser_lane0(T v) { return __shfl_sync(0xffffffffu, v, 0); }
 __device__ __forceinline__ bool fuser_lane0(bool v) { return __shfl_sync(0xffffffffu, (int)v, 0) != 0; }
 // Block-wide reduction; every thread gets the result. blockDim.x must be a multiple of 32.
-template <typename T, typename Op>
-__device__ __forceinline__ T fuser_block_reduce(T v, Op op, T identity, T* smem) {
+// `smem` is a T* or T[N] (in a racecheck build of the CPU emulation, a tracked shared array).
+template <typename T, typename Op, typename S>
+__device__ __forceinline__ T fuser_block_reduce(T v, Op op, T identity, S&& smem) {
   for (int off = 16; off > 0; off >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
   if (lane == 0) smem[warp] = v;
@@ -148,8 +160,8 @@ __device__ __forceinline__ T fuser_block_reduce(T v, Op op, T identity, T* smem)
   __syncthreads();
   return v;
 }
-template <typename T>
-__device__ __forceinline__ void fuser_block_reduce_online(T& m, T& s, T* smem) {
+template <typename T, typename S>
+__device__ __forceinline__ void fuser_block_reduce_online(T& m, T& s, S&& smem) {
   for (int off = 16; off > 0; off >>= 1) {
     const T m2 = __shfl_xor_sync(0xffffffffu, m, off), s2 = __shfl_xor_sync(0xffffffffu, s, off);
     fuser_online_merge(m, s, m2, s2);
@@ -165,8 +177,8 @@ __device__ __forceinline__ void fuser_block_reduce_online(T& m, T& s, T* smem) {
   }
   __syncthreads();
 }
-template <typename T>
-__device__ __forceinline__ void fuser_block_reduce_welford(T& n, T& mean, T& m2, T* smem) {
+template <typename T, typename S>
+__device__ __forceinline__ void fuser_block_reduce_welford(T& n, T& mean, T& m2, S&& smem) {
   for (int off = 16; off > 0; off >>= 1) {
     const T n2 = __shfl_xor_sync(0xffffffffu, n, off), mean2 = __shfl_xor_sync(0xffffffffu, mean, off),
             m22 = __shfl_xor_sync(0xffffffffu, m2, off);
@@ -188,6 +200,25 @@ __device__ __forceinline__ void fuser_block_reduce_welford(T& n, T& mean, T& m2,
 """
 SUPPORT += "".join((RUNTIME_DIR / header).read_text() for header in ("fuser_fp8.h", "fuser_complex.h"))
 """The fp8 and complex helpers follow, each compiled only under its HEADER_MACRO."""
+SUPPORT += r"""
+#if defined(FUSER_NEED_COMPLEX)
+// rsqrt of a complex value as torch computes it: 1 / sqrt(z), with sqrt on the principal branch
+// (as std::sqrt: a non-negative real part, the imaginary part keeping Im z's sign).
+#define FUSER_CSQRT(T, SQRT, FABS, HYPOT, COPYSIGN)                                  \
+  __device__ __forceinline__ fuser_complex<T> fuser_csqrt(fuser_complex<T> z) {      \
+    if (z.re == T(0) && z.im == T(0)) return fuser_complex<T>(T(0), z.im);          \
+    const T t = SQRT((FABS(z.re) + HYPOT(z.re, z.im)) * T(0.5));                   \
+    if (z.re >= T(0)) return fuser_complex<T>(t, z.im / (T(2) * t));                \
+    return fuser_complex<T>(FABS(z.im) / (T(2) * t), COPYSIGN(t, z.im));            \
+  }                                                                                   \
+  __device__ __forceinline__ fuser_complex<T> fuser_crsqrt(fuser_complex<T> z) {     \
+    return fuser_complex<T>(T(1)) / fuser_csqrt(z);                                   \
+  }
+FUSER_CSQRT(float, sqrtf, fabsf, hypotf, copysignf)
+FUSER_CSQRT(double, sqrt, fabs, hypot, copysign)
+#undef FUSER_CSQRT
+#endif  // FUSER_NEED_COMPLEX
+"""
 
 
 def load_expr(raw: str, dtype: str) -> str:
@@ -276,7 +307,8 @@ def unary_expr(kind: UnaryKind, x: str, dtype: str) -> str:
 
 
 _COMPLEX_UNARY = {UnaryKind.NEG: "(-{x})", UnaryKind.ABS: "fuser_cabs({x})", UnaryKind.REAL: "({x}).re",
-                  UnaryKind.IMAG: "({x}).im", UnaryKind.ISREAL: "(({x}).im == 0)"}
+                  UnaryKind.IMAG: "({x}).im", UnaryKind.ISREAL: "(({x}).im == 0)",
+                  UnaryKind.RSQRT: "fuser_crsqrt({x})"}
 """The unary kinds complex supports (fuser_dialect/dtype_rules.py), spelled on fuser_complex."""
 
 

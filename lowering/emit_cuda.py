@@ -21,11 +21,13 @@ kernel serves every batch size its schedule was chosen for.
 
 from __future__ import annotations
 
+import contextvars
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.dialects import arith
+from xdsl.dialects import complex as complex_dialect
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 from xdsl.ir import Operation, SSAValue
 
@@ -83,6 +85,11 @@ def _literal(attr) -> str:
         return repr(float(v))
     assert isinstance(attr, IntegerAttr)
     return f"{attr.value.data}LL" if attr.type.width.data > 1 else ("true" if attr.value.data else "false")
+
+
+KERNEL_INDEX_CHECKS: contextvars.ContextVar[bool] = contextvars.ContextVar("kernel_index_checks", default=True)
+"""Whether gather/scatter indices are checked in the kernel (lowering/index_errors.py); render()
+sets it for the span of one kernel's emission from its own argument."""
 
 
 class Section:
@@ -218,6 +225,8 @@ class KernelEmitter:
         op = v.owner
         if isinstance(op, arith.ConstantOp):
             text = _literal(op.value)
+        elif isinstance(op, complex_dialect.ConstantOp):  # a complex Scalar constant's fill value
+            text = f"fuser_complex<double>({', '.join(_literal(part) for part in op.value.data)})"
         else:
             own = X.COMPUTE_TYPE[dtype_name(v.type)]
             text = self.param(("scalar", v), own, "scalar", "sc", value=v)
@@ -552,9 +561,20 @@ class KernelEmitter:
     # gather family
     def _lookup(self, op, idx, index_idx) -> str:
         position = yield op.index, index_idx
+        checked = self.checked_index(op, position, self.extent(op.input, op.axis))
         src = list(idx)
-        src[op.axis] = computed(index_idx, f"(long long)({position})")
+        src[op.axis] = computed(index_idx, checked)
         return (yield op.input, src)
+
+    def checked_index(self, op, position: str, extent: str) -> str:
+        """The index `position` of `op`, checked in the kernel against `extent` (a fault is
+        recorded and 0 read instead: lowering/index_errors.py); unchecked under the disable
+        option `kernel_index_checks`."""
+        if not KERNEL_INDEX_CHECKS.get():
+            return self.tmp("long long", f"(long long)({position})", "ix")
+        err = self.param(("index_error",), "long long* __restrict__", "index_error", "err")
+        site = index_site(op)
+        return self.tmp("long long", f"fuser_checked_index({err}, {site}, (long long)({position}), {extent})", "ix")
 
     def op_GatherOp(self, op: G.GatherOp, idx):
         return (yield from self._lookup(op, idx, idx))
@@ -585,8 +605,8 @@ class KernelEmitter:
         self.open(f"for (long long {k} = 0; {k} < {self.extent(index, dim)}; ++{k})")
         at = list(idx)
         at[dim] = scatter_position(k)
-        position = yield index, at
-        self.open(f"if ((long long)({position}) == ({idx[dim].text}))")
+        position = self.checked_index(op, (yield index, at), self.extent(op.input, dim))
+        self.open(f"if ({position} == ({idx[dim].text}))")
         value = yield op.src, at
         self.line(f"{name} = {value};")
         self.close()
@@ -642,7 +662,12 @@ class KernelEmitter:
         state = self.param(("rng", op), "const unsigned long long* __restrict__", "rng", "rng", op=op)
         low, high = (self.scalar(v, ctype) for v in op.parameters)
         call = f"fuser_{op.DISTRIBUTION}_{'f64' if dtype == 'f64' else 'f32'}({state}, {linear}, {low}, {high})"
-        return self.tmp(X.COMPUTE_TYPE[dtype], X.round_expr(call, dtype))
+        value = self.tmp(X.COMPUTE_TYPE[dtype], X.round_expr(call, dtype))
+        if op.DISTRIBUTION != "uniform":
+            return value
+        # [low, high) after rounding to the dtype: a value rounded up to high or past it is low
+        # (nvFuser maps the rounded high to low too); the reference does the same (ops_random).
+        return self.tmp(X.COMPUTE_TYPE[dtype], f"({value} < {high} ? {value} : {X.round_expr(low, dtype)})")
 
     # -- stores -------------------------------------------------------------------------
     def store(self, v: SSAValue, idx: Sequence[Ix]) -> None:
@@ -734,6 +759,13 @@ def _cat(op: R.CatOp, idx):
         src[dim] = shifted(idx[dim], ("cat", op, k))
         reads.append(Read(v, tuple(src), conditional=True))
     return reads
+
+
+def index_site(op: Operation) -> int:
+    """The op's position among its fusion's index ops (lowering/index_errors.py)."""
+    from fuser.lowering.gather_checks import index_ops
+
+    return index_ops(op.parent_op()).index(op)
 
 
 def _lookup(op, idx, index_idx):

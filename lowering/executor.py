@@ -31,7 +31,7 @@ from fuser.lowering.gather_checks import IndexChecks
 from fuser.lowering.launch import KernelRecord, Launcher
 from fuser.lowering.call_signature import argument_kinds, signature_function
 from fuser.lowering.launch_plan import MAX_PLANS, LaunchPlan
-from fuser.passes.concretize import resize_extents_enabled
+from fuser.passes.concretize import kernel_index_checks_enabled, resize_extents_enabled
 
 
 class FusionExecutor:
@@ -108,7 +108,8 @@ class FusionExecutor:
             key, lambda: build_compiled_fusion(self.module, shapes, scalars, backend, resize_extents)
         )
         extents = compiled.extent_plan.evaluate(shapes, scalars)
-        kernels, compiled_now = compiled.kernels_for(compiled.schedules(extents, checked))
+        kernels, compiled_now = compiled.kernels_for(compiled.schedules(extents, checked),
+                                                     kernel_index_checks_enabled(disable))
         with self._lock:
             if compiled_now:
                 self._compiles += 1
@@ -120,6 +121,8 @@ class FusionExecutor:
         checked = check_inputs(self.fusion, inputs)
         index_checks, key, compiled, extents, kernels = self._compile(checked, backend, disable)
         memory = backend.allocator(inputs, torch_outputs)
+        if compiled.launch_facts.has_index_ops:
+            memory.before_call(compiled.index_records)  # a fault an earlier call's kernels recorded
         outputs, records, launches = Launcher(compiled, kernels, extents, checked, memory).run(backend)
         self._local.last = (compiled, None, records)
         # FUSER_DISABLE changed without settings.reload(): this call's decisions do not match the
@@ -146,6 +149,17 @@ class FusionExecutor:
         plan_hits = next(copy.copy(self._plan_hits))
         with self._lock:
             return dataclasses.replace(self.cache.info(), hits=self._reuses + plan_hits, misses=self._compiles)
+
+    def check_index_errors(self) -> None:
+        """Raises the IndexError an in-kernel index check of an earlier call recorded and that
+        no call has raised yet (cuda: after waiting for the GPU; lowering/index_errors.py)."""
+        pending = [c.__dict__["index_records"] for c in self.cache.values() if "index_records" in c.__dict__]
+        if any(records.on_gpu for records in pending):
+            from fuser.lowering import gpu_runtime
+
+            gpu_runtime.synchronize()  # the primary context: every stream, torch's included
+        for records in pending:
+            records.check_pending_gpu()
 
     def plan_count(self) -> int:
         """Launch plans kept (one per call signature seen since the last eviction)."""

@@ -1,24 +1,22 @@
-"""Out-of-range indices are an error before launch, never a silent out-of-bounds read.
+"""Out-of-range indices are an error, never a silent out-of-bounds read.
 
-The index of every gather / take_along_axis / index_select / scatter is computed on the host from the
-fusion inputs (its producer cone: typically labels → where(ne, y, 0) → broadcast, tensors of
-the index's size) and checked against the extent it indexes, on EVERY call (index values change
-between calls with the same signature, so a launch plan runs these checks too).
+Every gather / take_along_axis / index_select / scatter index is checked in the kernel that
+reads it (lowering/index_errors.py: a compare per index read, the first fault recorded and
+raised as an IndexError). This module adds the host's check before launch, for the indices it
+can check cheaply from an input that lives on the host: it raises before anything is written.
+The index values change between calls with the same signature, so a launch plan runs these
+checks on every call too.
 
 How each index is checked is decided once per fusion (`IndexChecks(fusion)`), not per call:
-- a *range* check, when the cone is only value-preserving ops from one integer input (layout ops
-  — broadcast, broadcast_in_dim, squeeze, expand, reshape, permute — and widening integer casts),
-  optionally through `where(ne(y, c), y, k)` with constants c and k (cross-entropy's ignore
-  index): one pass over the input itself, comparing it as unsigned (a negative value wraps above
-  any extent, so one compare catches both ends): the host runtime's C loop where the cpu backend
-  has loaded it and the input is contiguous on the host (numpy or torch CPU: no conversion),
-  else a numpy reduction; no interpreter, no IR walk;
-- a *cone* check otherwise: the numpy interpreter evaluates the index cone (its inputs and ops
-  are found once). An index computed from large tensors (a cone with a reduction, or inputs much
-  bigger than the index) is not checked here: such kernels read whatever index they compute, as
-  documented in the README.
-When a range check finds a violation, the cone is evaluated to report the offending value, so
-both kinds raise the same IndexError."""
+a *range* check applies when the index's cone is only value-preserving ops from one integer
+input (layout ops — broadcast, broadcast_in_dim, squeeze, expand, reshape, permute — and
+widening integer casts), optionally through `where(ne(y, c), y, k)` with constants c and k
+(cross-entropy's ignore index), and that input is on the host (numpy, or a CPU tensor; a CUDA
+tensor would need a copy and a synchronisation per call): one pass over the input itself,
+comparing it as unsigned (a negative value wraps above any extent, so one compare catches both
+ends) — the host runtime's C loop where the cpu backend has loaded it and the input is
+contiguous, else a numpy reduction. A computed index (any other cone) is left to the kernel.
+When a range check finds a violation, the cone is evaluated to report the offending value."""
 
 from __future__ import annotations
 
@@ -34,13 +32,12 @@ from xdsl.ir import SSAValue
 from fuser.lowering.addresses import numpy_address
 from fuser_dialect.inputs import arg_label, is_torch_tensor, to_numpy
 from fuser_dialect.interpreter import backward_slice, evaluate_values
-from fuser_dialect.ops_compute import BinaryKind, BinaryOp, CastOp, ReductionOp, WhereOp
+from fuser_dialect.ops_compute import BinaryKind, BinaryOp, CastOp, WhereOp
 from fuser_dialect.ops_gather import GatherOp, IndexSelectOp, TakeAlongAxisOp
 from fuser_dialect.ops_scatter import ScatterOp
 from fuser_dialect.ops_layout import BroadcastInDimOp, BroadcastOp, ExpandOp, PermuteOp, ReshapeOp, SqueezeOp
 from fuser_dialect.types import TensorType, numpy_dtype
 
-_MAX_CONE_INPUT_RATIO = 4
 _LAYOUT_OPS = (BroadcastOp, BroadcastInDimOp, SqueezeOp, ExpandOp, ReshapeOp, PermuteOp)
 _max = np.maximum.reduce
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -90,6 +87,12 @@ class RangeSource:
     fill: int | None = None
 
 
+def _on_host(value) -> bool:
+    """A numpy array or a CPU tensor: read on the host without a copy from a device (a CUDA
+    tensor's index is checked in the kernel instead: no synchronisation per call)."""
+    return not (is_torch_tensor(value) and value.is_cuda)
+
+
 def range_source(fusion: func.FuncOp, index: SSAValue) -> RangeSource | None:
     """How the index can be range-checked from an input alone, or None (a cone check)."""
     args = list(fusion.body.block.args)
@@ -121,7 +124,6 @@ class IndexCheck:
         self.cone = backward_slice(fusion, [op.index])
         self.needed = frozenset(args.index(v) for v in {op.index, *(w for o in self.cone for w in o.operands)}
                                 if v in args)
-        self.has_reduction = any(isinstance(o, ReductionOp) for o in self.cone)
         self.range = range_source(fusion, op.index)
         self.unsigned = None
         if self.range is not None:
@@ -142,18 +144,14 @@ class IndexCheck:
         return names + (f" (through {', '.join(path)})" if path else "")
 
     def applies(self, inputs: Sequence[object], extents) -> bool:
-        """Whether this call checks the index: it is not empty, and (cone checks) its inputs
-        are about its own size without a reduction. Depends only on the inputs' signature."""
+        """Whether this call checks the index on the host: it is not empty, and it is a range
+        check of an input on the host. Depends only on the inputs' signature."""
         index_numel = int(np.prod(extents.shape(self.op.index)))
         if index_numel == 0:
             return False
-        if self.range is not None:
-            return True
-        if self.has_reduction:
-            return False
-        sizes = [int(np.prod(inputs[i].shape)) for i in self.needed if hasattr(inputs[i], "shape")]
-        largest, smallest = max(sizes, default=0), min(sizes, default=0)
-        return largest <= _MAX_CONE_INPUT_RATIO * max(index_numel, smallest)
+        if self.range is None:
+            return False  # a computed index: checked in the kernel (lowering/index_errors.py)
+        return _on_host(inputs[self.range.arg])
 
     def check(self, inputs: Sequence[object], extent: int) -> None:
         """Raises IndexError when an index is outside 0..extent-1."""

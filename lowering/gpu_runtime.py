@@ -421,6 +421,15 @@ def torch_copy(x: np.ndarray, device: str) -> DeviceArray:
 
 
 @in_context
+def mapped_zeros(count: int, dtype) -> tuple[np.ndarray, int]:
+    """(a zeroed page-locked host array mapped into the device, its device address): kernels
+    write it, the host reads it, no copies (the in-kernel index checks' record)."""
+    drv = driver()
+    host = drv.pagelocked_zeros(count, dtype, mem_flags=drv.host_alloc_flags.DEVICEMAP)
+    return host, int(host.base.get_device_pointer())
+
+
+@in_context
 def zeros_on_own_stream(words: int) -> DeviceArray:
     """`words` zeroed 8-byte words of pooled memory, zeroed on fuser's own stream."""
     mem = _pool().allocate(8 * max(words, 1))

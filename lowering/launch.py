@@ -50,6 +50,12 @@ class PerLaunch:
 
 
 @dataclass(frozen=True)
+class IndexErrorWord:
+    """Argument source: the record a kernel's in-kernel index checks write a fault into
+    (lowering/index_errors.py): one per compiled fusion (and thread, on the host)."""
+
+
+@dataclass(frozen=True)
 class RngState:
     """Argument source: a pointer to a random op's (seed, offset), two 8-byte words in a buffer
     made for every call, so that neither the compiled kernel nor a launch plan holds them (a new
@@ -98,6 +104,7 @@ ARGUMENT_SOURCES = {
     "slice_start": lambda launcher, p: np.int64(launcher.slice_facts[p.op].bounds[2 * p.dim]),
     "workspace": _workspace,
     "rng": _rng_state,
+    "index_error": lambda launcher, p: IndexErrorWord(),
 }
 """Param.kind -> (launcher, param) -> the argument's source (see the module doc)."""
 
@@ -185,6 +192,8 @@ class Launcher:
             return self.mem.pointer(self.mem.workspace(source.words))
         if isinstance(source, RngState):
             return self.mem.pointer(self.mem.adopt(source.words(self.checked, self.draws)))
+        if isinstance(source, IndexErrorWord):
+            return self.mem.index_record(self.compiled.index_records)[0]
         return source
 
     def run(self, backend) -> tuple[list[object], list[KernelRecord], list[KernelLaunch | None]]:
@@ -210,6 +219,8 @@ class Launcher:
                                           shared_bytes=kernel.shared_bytes, stream=self.mem.stream)
                 except MemcheckError as e:
                     raise named(e, kernel.params, self.compiled, self.rt) from None
+                if any(isinstance(s, IndexErrorWord) for s in sources):
+                    self.mem.after_checked_launch(self.compiled.index_records)
                 if stats is not None:  # backends that count global bytes
                     loaded, stored = stats.bytes_loaded, stats.bytes_stored
                 launches.append(KernelLaunch(kernel, module, tuple(grid), (block, 1, 1), sources, tuple(plan.outputs)))

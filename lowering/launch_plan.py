@@ -44,11 +44,11 @@ from fuser.lowering.errors import MemcheckError
 from fuser.lowering.host_segments import HostKernel
 from fuser_dialect import philox
 from fuser_dialect.ops_random import unseeded_random_ops
-from fuser.lowering.launch import Buffer, KernelLaunch, KernelRecord, PerLaunch, RngState, named
+from fuser.lowering.launch import Buffer, IndexErrorWord, KernelLaunch, KernelRecord, PerLaunch, RngState, named
 
 MAX_PLANS = 256
 """Signatures an executor keeps plans for (the oldest plan goes first)."""
-_POINTERS = (Buffer, PerLaunch, RngState)
+_POINTERS = (Buffer, PerLaunch, RngState, IndexErrorWord)
 """Argument sources a bound launch takes as pointers, filled per call."""
 
 
@@ -87,6 +87,10 @@ class LaunchPlan:
         self.adopt = adopt_memory.adopt
         self.stream_of = adopt_memory.stream_of  # per call: the current torch stream may change
         self.synchronous = adopt_memory.launches_are_synchronous
+        self.index_records = compiled.index_records if facts.has_index_ops else None
+        self.index_record = adopt_memory.index_record
+        self.after_checked_launch = adopt_memory.after_checked_launch
+        self.before_call = adopt_memory.before_call
         self.n_draws = len(unseeded_random_ops(facts.fusion.body.block.ops))
         slots: dict = {a: i for i, a in enumerate(facts.args) if a in facts.tensor_args}
         self.n_inputs = len(facts.args)
@@ -115,7 +119,8 @@ class LaunchPlan:
                 [_slot_for(s, rt, facts, checked) if isinstance(s, _POINTERS) else s for s in launched.sources],
                 needs_sync=launched.kernel.needs_sync, shared_bytes=launched.kernel.shared_bytes)
             steps.append(_Step(tuple(allocations), bound, pointer_sources,
-                               any(isinstance(s, (PerLaunch, RngState)) for s in pointer_sources), launched))
+                               any(isinstance(s, (PerLaunch, RngState, IndexErrorWord)) for s in pointer_sources),
+                               launched))
         self.steps = tuple(steps)
         self.n_slots = next_slot
         self._no_objects = (None,) * (next_slot - self.n_inputs)
@@ -142,6 +147,8 @@ class LaunchPlan:
         """The outputs of one call, and each kernel's (bytes loaded, bytes stored) or None."""
         for check, extent in self.index_checks:
             check.check(inputs, extent)
+        if self.index_records is not None:
+            self.before_call(self.index_records)
         objects = [*inputs, *self._no_objects]
         addr = addresses + self._no_addresses
         address = self.address
@@ -176,6 +183,8 @@ class LaunchPlan:
                         buf = self.adopt(s.words(inputs, draws))
                         keep.append(buf)
                         pointers.append(address(buf))
+                    elif isinstance(s, IndexErrorWord):
+                        pointers.append(self.index_record(self.index_records)[1])
                     else:
                         pointers.append(addr[s])
             else:
@@ -184,6 +193,8 @@ class LaunchPlan:
                 counts.append(step.launch(pointers, stream))
             except MemcheckError as e:
                 raise named(e, step.launched.kernel.params, self.compiled, self.rt) from None
+            if step.per_launch and any(isinstance(s, IndexErrorWord) for s in step.pointers):
+                self.after_checked_launch(self.index_records)
         outputs = []
         for kind, what, is_input in self.results:
             if kind == "value":
@@ -267,6 +278,8 @@ def _slot_for(source, rt, facts, checked):
         return PointerSlot(8 * source.words)
     if isinstance(source, RngState):
         return PointerSlot(16)  # (seed, offset)
+    if isinstance(source, IndexErrorWord):
+        return PointerSlot(32)  # [fault, site, value, extent]
     v = source.value
     if v in facts.tensor_args:
         array = checked[facts.args.index(v)]

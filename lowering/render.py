@@ -17,7 +17,7 @@ from xdsl.ir import SSAValue
 
 from fuser_dialect.types import TensorType, dtype_name
 from fuser.lowering import cuda_exprs as X
-from fuser.lowering.emit_cuda import EmittedKernel
+from fuser.lowering.emit_cuda import KERNEL_INDEX_CHECKS, EmittedKernel
 from fuser.lowering.runtime import prelude
 from fuser.lowering.kernel import KernelPlan
 
@@ -51,10 +51,16 @@ def source_head(macros: Iterable[str]) -> str:
     return "\n".join([*(f"#define {m}" for m in sorted(macros)), prelude(macros), X.SUPPORT])
 
 
-def render(plan: KernelPlan, schedule, macros: Iterable[str] | None = None) -> EmittedKernel:
+def render(plan: KernelPlan, schedule, macros: Iterable[str] | None = None,
+           index_checks: bool = True) -> EmittedKernel:
     """The CUDA C source of `plan` under `schedule`, and its parameters in order. `macros`: the
-    header macros of the whole program the kernel goes into (default: the plan's own)."""
-    body = plan.unit.emit(plan, schedule)
+    header macros of the whole program the kernel goes into (default: the plan's own).
+    index_checks: gather/scatter indices are checked in the kernel (lowering/index_errors.py)."""
+    token = KERNEL_INDEX_CHECKS.set(index_checks)
+    try:
+        body = plan.unit.emit(plan, schedule)
+    finally:
+        KERNEL_INDEX_CHECKS.reset(token)
     name = plan.name
     signature = ",\n    ".join(f"{p.ctype} {p.name}" for p in body.params)
     source = "\n".join([

@@ -63,27 +63,39 @@ DISABLE_RESIZE_EXTENTS = "concretize_resize_extents"
 """The `_disable_options` / FUSER_DISABLE entry that turns static resize extents off."""
 
 __all__ = [
-    "ConcretizePass", "ConcretizationInfo", "concretize", "parse_cli_inputs", "resize_extents_enabled",
+    "ConcretizePass", "ConcretizationInfo", "concretize", "kernel_index_checks_enabled", "parse_cli_inputs",
+    "resize_extents_enabled",
 ]
 
 
-KNOWN_DISABLE_OPTIONS = (DISABLE_RESIZE_EXTENTS,)
+DISABLE_KERNEL_INDEX_CHECKS = "kernel_index_checks"
+"""The entry that leaves gather/scatter indices computed in a kernel unchecked (faster; an index
+out of range then reads out of bounds, as nvFuser's kernels do: lowering/index_errors.py)."""
+
+KNOWN_DISABLE_OPTIONS = (DISABLE_RESIZE_EXTENTS, DISABLE_KERNEL_INDEX_CHECKS)
 
 
 def disable_options(explicit: Sequence[str] = ()) -> frozenset[str]:
     """`explicit` plus env FUSER_DISABLE (comma-separated, as NVFUSER_DISABLE); an unknown
     name is an error, not silently ignored."""
-    from_env = [o.strip() for o in os.environ.get("FUSER_DISABLE", "").split(",") if o.strip()]
-    options = frozenset(explicit) | frozenset(from_env)
-    unknown = options - set(KNOWN_DISABLE_OPTIONS)
-    if unknown:
-        raise ValueError(f"unknown disable option(s) {sorted(unknown)}; known: {list(KNOWN_DISABLE_OPTIONS)}")
-    return options
+    text = os.environ.get("FUSER_DISABLE", "")
+    from_env = [o.strip() for o in text.split(",") if o.strip()]
+    for where, names in ((f"FUSER_DISABLE={text!r}", from_env), ("_disable_options", list(explicit))):
+        unknown = sorted(set(names) - set(KNOWN_DISABLE_OPTIONS))
+        if unknown:
+            raise ValueError(f"{where}: unknown disable option {unknown[0]!r}; known: "
+                             f"{', '.join(KNOWN_DISABLE_OPTIONS)}")
+    return frozenset(explicit) | frozenset(from_env)
 
 
 def resize_extents_enabled(explicit: Sequence[str] = ()) -> bool:
     """False when `concretize_resize_extents` is disabled (argument or env FUSER_DISABLE)."""
     return DISABLE_RESIZE_EXTENTS not in disable_options(explicit)
+
+
+def kernel_index_checks_enabled(explicit: Sequence[str] = ()) -> bool:
+    """False when `kernel_index_checks` is disabled (argument or env FUSER_DISABLE)."""
+    return DISABLE_KERNEL_INDEX_CHECKS not in disable_options(explicit)
 
 
 # --- the Python entry -----------------------------------------------------------------------

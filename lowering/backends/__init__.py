@@ -17,6 +17,8 @@ compiler), else "reference" — with a warning, since that is slow and runs no g
 
 from __future__ import annotations
 
+import glob
+import os
 import warnings
 from functools import lru_cache
 
@@ -38,11 +40,21 @@ def default_backend() -> Backend:
     for backend in (CUDA, CPU):
         usable, why = backend.available()
         if usable:
+            if backend is not CUDA and reasons and gpu_present():
+                warnings.warn(f"backend=None runs the {backend.name} backend (the CUDA emulation on the host) although "
+                              f"this machine has an NVIDIA GPU: {reasons[0]} (`python -m fuser.check` says more)",
+                              RuntimeWarning, stacklevel=3)
             return backend
         reasons.append(f"{backend.name}: {why}")
     warnings.warn(f"backend=None falls back to 'reference' (the numpy interpreter; no generated kernels "
                   f"run): {'; '.join(reasons)}", RuntimeWarning, stacklevel=3)
     return REFERENCE
+
+
+def gpu_present() -> bool:
+    """Whether the machine has an NVIDIA GPU its driver exposes (a device node or the driver's
+    /proc entry), whether or not fuser can use it."""
+    return os.path.exists("/dev/nvidia0") or bool(glob.glob("/proc/driver/nvidia/gpus/*"))
 
 
 def get_backend(name: "str | Backend | None") -> Backend:

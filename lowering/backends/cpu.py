@@ -105,6 +105,21 @@ class HostMemory:
     def output(self, buf):
         return buf
 
+    # In-kernel index checks (lowering/index_errors.py): launches are synchronous, so the
+    # record is read right after each launch that writes it.
+    @staticmethod
+    def index_record(records) -> tuple[object, int]:
+        record = records.host_record()
+        return record, numpy_address(record)
+
+    @staticmethod
+    def after_checked_launch(records) -> None:
+        records.check(records.host_record())
+
+    @staticmethod
+    def before_call(records) -> None:
+        pass
+
 
 class CpuBackend(KernelBackend):
     name = "cpu"
@@ -125,11 +140,13 @@ class CpuBackend(KernelBackend):
         from fuser.lowering import settings
 
         # A checked build is another binary of the same source; read from the settings snapshot
-        # (settings.reload() after changing FUSER_MEMCHECK in a running process).
-        return settings.launch_settings().memcheck
+        # (settings.reload() after changing FUSER_MEMCHECK or FUSER_RACECHECK in a running process).
+        snapshot = settings.launch_settings()
+        return snapshot.memcheck, snapshot.racecheck
 
     def compiler(self) -> cpu_runtime.CpuCompiler:
-        return cpu_runtime.CpuCompiler(self.extra_flags, memcheck=self.variant())
+        memcheck, racecheck = self.variant()
+        return cpu_runtime.CpuCompiler(self.extra_flags, memcheck=memcheck, racecheck=racecheck)
 
     def load(self, binary: Binary, source: str) -> cpu_runtime.CpuModule:
         try:

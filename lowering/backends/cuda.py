@@ -85,6 +85,20 @@ class DeviceMemory:
     def address(buf) -> int:
         return buf.ptr
 
+    # In-kernel index checks (lowering/index_errors.py): the record is mapped host memory, read
+    # without a copy at the next call (launches stay asynchronous and graph-capturable).
+    def index_record(self, records) -> tuple[object, int]:
+        host, device_address = records.gpu_record()
+        return self.gpu.DevicePtr(device_address), device_address
+
+    @staticmethod
+    def after_checked_launch(records) -> None:
+        pass
+
+    @staticmethod
+    def before_call(records) -> None:
+        records.check_pending_gpu()
+
     def workspace_address(self, words: int) -> tuple[object, int]:
         buf = self.workspace(words)
         return buf, buf.ptr

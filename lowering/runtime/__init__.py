@@ -10,6 +10,7 @@ from pathlib import Path
 RUNTIME_DIR = Path(__file__).resolve().parent
 PRELUDE_PATH = RUNTIME_DIR / "fuser_prelude.cuh"
 EMU_HEADER_PATH = RUNTIME_DIR / "fuser_cpu_emu.h"
+RACECHECK_HEADER_PATH = RUNTIME_DIR / "fuser_cpu_racecheck.h"
 
 
 INLINED_HEADERS = {"fuser_philox.h": "FUSER_NEED_PHILOX"}

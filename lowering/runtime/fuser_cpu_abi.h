@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 // 5: fuser_rt_index_out_of_range; 4: host runtime in its own shared object; 3: memcheck regions; 2: guarded stack regions.
-#define FUSER_CPU_ABI_VERSION 5
+#define FUSER_CPU_ABI_VERSION 7
 #define FUSER_EXPORT __attribute__((visibility("default")))
 
 struct uint3 {
@@ -35,6 +35,8 @@ enum Error : int {
   kStackOverflow = 7,
   kOutOfMemory = 8,
   kOutOfBounds = 9,  // memcheck
+  kRace = 10,        // racecheck
+  kInterrupted = 11,  // SIGINT arrived during an interruptible launch (stopped between blocks)
 };
 // Warp operations (fuser_rt_warp_op).
 enum : uint8_t { kShflIdx, kShflUp, kShflDown, kShflXor, kVote, kSyncWarp };
@@ -57,6 +59,8 @@ struct fuser_launch_config {
   int64_t stack_key;            // pthread key of the per-thread fiber stacks shared by all modules; -1: none
   const fuser_mem_region* regions;  // memcheck builds: one per pointer parameter (others ignore it)
   uint32_t num_regions;
+  uint32_t interruptible;  // 1: a SIGINT stops the launch between blocks (kInterrupted); the caller
+                           // is the thread that handles SIGINT (Python's main thread)
 };
 
 struct fuser_launch_stats {
@@ -81,6 +85,7 @@ struct fuser_thread_vars {
   uint64_t* counters;  // [bytes loaded, bytes stored] by this thread, reset per launch
   unsigned char** dynamic_smem;
   const fuser_launch_config** config;  // memcheck: the regions of the launch
+  uint64_t* block_serial;              // racecheck: bumped by the runtime before every block it runs
 };
 
 // What a kernel contributes to a launch: one thread's body (fiber mode), or a whole block as a
@@ -92,6 +97,7 @@ struct fuser_kernel_body {
   void (*thread_vars)(fuser_thread_vars* out);  // the calling OS thread's variables of the module
   uint64_t fiber_stack_bytes;  // the module's FUSER_FIBER_STACK_BYTES
   int32_t memcheck;            // the module checks accesses: a violation may end a loop-mode block
+  int32_t racecheck;           // the module checks races: warp masks must name lanes that reach the op
 };
 
 #pragma GCC visibility push(default)
@@ -112,6 +118,7 @@ void fuser_rt_report_misaligned(const void* p, unsigned bytes, const char* what,
 // has_ignore, elements equal to `ignore` stand for `fill` instead. One pass, no allocation.
 // The arguments come packed, in this order, as 7 int64 (one pointer: ctypes converts each
 // argument of a call, and seven conversions cost more than the pass over a label vector).
+[[noreturn]] void fuser_rt_race(const char* message);
 int fuser_rt_index_out_of_range(const int64_t* data_n_bytes_hasignore_ignore_fill_extent);
 #pragma GCC visibility pop
 }

@@ -30,6 +30,7 @@
 //     faults in a guard page and fails its launch (see SharedStacks; an overflow inside a C library
 //     call that holds a lock leaves it held); CPU-mode sources must not include C++ standard headers such as
 //     <cmath> (their global `using std::...` declarations clash with the CUDA overloads here).
+//   * Racecheck (-DFUSER_RACECHECK, for FUSER_RACECHECK=1): fuser_cpu_racecheck.h.
 //   * Memcheck (-DFUSER_MEMCHECK, lowering/cpu_runtime.py adds it for FUSER_MEMCHECK=1): every
 //     fuser_ld*/fuser_st* must stay inside the pointer parameter it was derived from; the launcher
 //     passes each pointer parameter's byte range (fuser_mem_region). A violation ends the block
@@ -72,6 +73,11 @@ FUSER_EXPORT int fuser_cpu_memcheck(void) { return 1; }
 #else
 FUSER_EXPORT int fuser_cpu_memcheck(void) { return 0; }
 #endif
+#if defined(FUSER_RACECHECK)
+FUSER_EXPORT int fuser_cpu_racecheck(void) { return 1; }
+#else
+FUSER_EXPORT int fuser_cpu_racecheck(void) { return 0; }
+#endif
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -102,9 +108,10 @@ namespace fuser_emu {
 static thread_local uint64_t tls_bytes[2];  // global bytes loaded, stored by this OS thread
 static thread_local unsigned char* tls_dynamic_smem;
 static thread_local const fuser_launch_config* tls_config;
+static thread_local uint64_t tls_block_serial;
 
 inline void thread_vars(fuser_thread_vars* out) {
-  *out = {&threadIdx, &blockIdx, &blockDim, &gridDim, tls_bytes, &tls_dynamic_smem, &tls_config};
+  *out = {&threadIdx, &blockIdx, &blockDim, &gridDim, tls_bytes, &tls_dynamic_smem, &tls_config, &tls_block_serial};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -168,6 +175,11 @@ inline constexpr int32_t kModuleMemcheck = 1;
 #else
 inline constexpr int32_t kModuleMemcheck = 0;
 #endif
+#if defined(FUSER_RACECHECK)
+inline constexpr int32_t kModuleRacecheck = 1;
+#else
+inline constexpr int32_t kModuleRacecheck = 0;
+#endif
 
 // Unpacks cuLaunchKernel-style arguments (args[i] points at the i-th parameter's value) by the
 // kernel's own parameter types, copying them once per launch.
@@ -184,7 +196,8 @@ int launch_unpacked(std::index_sequence<I...>, const char* name, const fuser_lau
                                &call,
                                thread_vars,
                                FUSER_FIBER_STACK_BYTES,
-                               kModuleMemcheck};
+                               kModuleMemcheck,
+                               kModuleRacecheck};
   return fuser_rt_run_grid(name, cfg, stats, &body);
 }
 
@@ -244,9 +257,26 @@ const char* signature_of(void (*)(P...)) {
 #define __syncthreads_and(pred) ((int)::fuser_emu::all_of(::fuser_emu::sync_block(__LINE__, (pred))))
 #define __syncthreads_or(pred) ((int)((uint32_t)::fuser_emu::sync_block(__LINE__, (pred)) != 0))
 
+#if defined(FUSER_RACECHECK)
+#include "fuser_cpu_racecheck.h"
+#endif
+
 namespace fuser_emu {
+#if defined(FUSER_RACECHECK)
+inline uint64_t sync_block(int line, int pred) {
+  const uint64_t r = fuser_rt_sync_block(line, pred);
+  rc::passed_barrier();
+  return r;
+}
+inline uint64_t warp_op(uint8_t op, unsigned mask, uint64_t in, int b, int c) {
+  const uint64_t r = fuser_rt_warp_op(op, mask, in, b, c);
+  rc::passed_warp_op();
+  return r;
+}
+#else
 inline uint64_t sync_block(int line, int pred) { return fuser_rt_sync_block(line, pred); }
 inline uint64_t warp_op(uint8_t op, unsigned mask, uint64_t in, int b, int c) { return fuser_rt_warp_op(op, mask, in, b, c); }
+#endif
 inline bool all_of(uint64_t r) { return (uint32_t)r == (uint32_t)(r >> 32); }
 
 template <class T>

@@ -185,6 +185,7 @@ struct Fiber {
 struct Warp {
   unsigned live;     // lanes that exist and have not returned
   unsigned waiting;  // lanes blocked in a warp operation
+  unsigned exists;   // lanes of the block (racecheck: a mask must name only lanes that reach the op)
 };
 
 struct Block {
@@ -193,6 +194,7 @@ struct Block {
   int at_barrier, barrier_pred;  // threads waiting at __syncthreads(), and those with pred != 0
   int barrier_line, other_line;  // other_line != -1: threads wait on two different lines
   bool failed;
+  bool racecheck;  // the module is a racecheck build (warp masks are checked)
   Fiber* current;
   Context sched;
   void (*body)(void*);
@@ -558,6 +560,13 @@ inline bool warp_try_release(Block* b, int w, Fiber* leader) {
   Warp& W = b->warps[w];
   unsigned group = leader->mask & W.live;
   if (group & ~W.waiting) return false;
+  if (b->racecheck && (leader->mask & ~W.live)) {  // a lane it names returned, or does not exist
+    const int lane = __builtin_ctz(leader->mask & ~W.live);
+    report(kRace, "race: a warp operation of warp %d names lane %d in its mask 0x%08x, which %s; every lane "
+           "named must reach it (the result is undefined on a GPU)", w, lane, leader->mask,
+           (W.exists >> lane) & 1 ? "returned without reaching it" : "the block does not have");
+    fail_block(b, b->current);
+  }
   Fiber* lanes = b->fibers + w * 32;
   unsigned ballot = 0;
   for (unsigned g = group; g; g &= g - 1) {
@@ -702,10 +711,11 @@ inline bool run_block_fibers(const fuser_kernel_body& body) {
   b.failed = false;
   b.body = body.thread;
   b.body_ctx = body.ctx;
+  b.racecheck = body.racecheck != 0;
   b.thread_idx = tls_vars.thread_idx;
   for (int w = 0; w < 32; ++w) {
     int lanes = n - 32 * w;
-    b.warps[w].live = lanes >= 32 ? ~0u : lanes > 0 ? (1u << lanes) - 1 : 0u;
+    b.warps[w].live = b.warps[w].exists = lanes >= 32 ? ~0u : lanes > 0 ? (1u << lanes) - 1 : 0u;
     b.warps[w].waiting = 0;
   }
   for (int i = 0; i < n; ++i) {
@@ -830,7 +840,7 @@ inline void worker_end(LaunchState* st) {
 }
 
 inline void run_block_as_loop(const fuser_kernel_body& body) {
-  if (body.memcheck) {
+  if (body.memcheck || body.racecheck) {
     jmp_buf recover;  // a memcheck violation in this block continues here (see abort_block)
     tls_loop_abort = &recover;
     if (setjmp(recover) != 0) return;
@@ -839,6 +849,38 @@ inline void run_block_as_loop(const fuser_kernel_body& body) {
   }
   body.loop_block(body.ctx);
 }
+
+// Ctrl-C during a long launch: for its span, SIGINT only sets a flag that the workers read
+// between blocks; the launch stops with kInterrupted and the caller re-raises the signal to the
+// handler it had (Python's KeyboardInterrupt). A SIGINT that is ignored or kills the process
+// (SIG_IGN, SIG_DFL) keeps doing so.
+static volatile sig_atomic_t g_sigint_seen = 0;
+static void note_sigint(int) { g_sigint_seen = 1; }
+
+class SigintWatch {
+ public:
+  explicit SigintWatch(bool wanted) {
+    if (!wanted) return;
+    struct sigaction mine {};
+    mine.sa_handler = note_sigint;
+    sigemptyset(&mine.sa_mask);
+    mine.sa_flags = SA_RESTART;
+    g_sigint_seen = 0;
+    if (sigaction(SIGINT, &mine, &previous_) != 0) return;
+    active_ = true;
+    if (previous_.sa_handler == SIG_IGN || previous_.sa_handler == SIG_DFL) release();
+  }
+  ~SigintWatch() { release(); }
+  bool seen() const { return active_ && g_sigint_seen; }
+
+ private:
+  void release() {
+    if (active_) sigaction(SIGINT, &previous_, nullptr);
+    active_ = false;
+  }
+  struct sigaction previous_ {};
+  bool active_ = false;
+};
 
 inline int run_grid(const char* kernel, const fuser_launch_config* cfg, fuser_launch_stats* stats,
                     const fuser_kernel_body& body) {
@@ -853,9 +895,15 @@ inline int run_grid(const char* kernel, const fuser_launch_config* cfg, fuser_la
   // Dynamic scheduling balances blocks of uneven cost; chunks keep the dispatch cost negligible.
   const long long chunk = nblocks / (16LL * nthreads) > 0 ? nblocks / (16LL * nthreads) : 1;
   const bool fibers = cfg->needs_sync != 0;
+  SigintWatch sigint(cfg->interruptible != 0 && nblocks > 1);
   auto run_block = [&](long long i) {
     if (launch_failed(&st)) return;
+    if (sigint.seen()) {
+      report_launch(kInterrupted, "interrupted (SIGINT) before block %lld of %lld", i, nblocks);
+      return;
+    }
     *tls_vars.block_idx = {(unsigned)(i % gx), (unsigned)((i / gx) % gy), (unsigned)(i / (gx * gy))};
+    ++*tls_vars.block_serial;
     if (tls_dyn_smem.size) memset(tls_dyn_smem.data, 0xff, tls_dyn_smem.size);
     if (fibers)
       run_block_fibers(body);
@@ -941,6 +989,11 @@ uint64_t fuser_rt_warp_op(uint8_t op, unsigned mask, uint64_t in, int b_operand,
 void fuser_rt_report_misaligned(const void* p, unsigned bytes, const char* what, uint3 t) {
   ::fuser_emu::report(::fuser_emu::kMisaligned, "thread (%u,%u,%u): %s of %u bytes at %p is not %u-byte aligned",
                       t.x, t.y, t.z, what, bytes, p, bytes);
+}
+
+void fuser_rt_race(const char* message) {
+  ::fuser_emu::report(::fuser_emu::kRace, "%s", message);
+  ::fuser_emu::abort_block();
 }
 
 void fuser_rt_out_of_bounds(uint64_t p, long long idx, unsigned elem_bytes, int n, const char* what, int region,

@@ -64,6 +64,77 @@ FUSER_RNG_FN double fuser_rng_mul(double a, double b) {
   return a * b;
 #endif
 }
+FUSER_RNG_FN double fuser_rng_add(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+FUSER_RNG_FN double fuser_rng_div(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __ddiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+
+// log and cos of the Box-Muller step, written out operation by operation in f64 (no libm: its
+// results differ by an ulp between implementations), so that the reference's numpy code
+// (fuser_dialect/philox.py: log_unit, cos_two_pi, the same constants, in the same order) gives
+// the same bits. Every multiply and add rounds on its own (_rn on the GPU: never an FMA).
+FUSER_RNG_FN double fuser_rng_series(double z, const double* c, int n) {
+  double p = c[n - 1];
+  for (int k = n - 2; k >= 0; --k) p = fuser_rng_add(fuser_rng_mul(p, z), c[k]);
+  return p;
+}
+
+// log(x) for x in (0, 1]: x = m 2^e, m in [sqrt(1/2), sqrt(2)), log(m) = 2 atanh((m - 1) / (m + 1)).
+FUSER_RNG_FN double fuser_rng_log(double x) {
+  const double series[10] = {0.3333333333333333, 0.2, 0.14285714285714285, 0.1111111111111111,
+                             0.09090909090909091, 0.07692307692307693, 0.06666666666666667,
+                             0.058823529411764705, 0.05263157894736842, 0.047619047619047616};
+  int e;
+  double m = frexp(x, &e);
+  if (m < 0.7071067811865476) {
+    m = m * 2.0;
+    e = e - 1;
+  }
+  const double f = m - 1.0;
+  const double s = fuser_rng_div(f, fuser_rng_add(2.0, f));
+  const double t = fuser_rng_add(s, s), z = fuser_rng_mul(s, s);
+  const double log_m = fuser_rng_add(t, fuser_rng_mul(fuser_rng_mul(t, z), fuser_rng_series(z, series, 10)));
+  const double de = (double)e;
+  return fuser_rng_add(fuser_rng_mul(de, 0.6931471803691238),
+                       fuser_rng_add(log_m, fuser_rng_mul(de, 1.9082149292705877e-10)));
+}
+
+// cos(2 pi u) for u in [0, 1): the nearest quarter turn q of 4u, then a series within pi/4.
+FUSER_RNG_FN double fuser_rng_cos_two_pi(double u) {
+  const double cos_series[10] = {-0.5, 0.041666666666666664, -0.001388888888888889, 2.48015873015873e-05,
+                                 -2.755731922398589e-07, 2.08767569878681e-09, -1.1470745597729725e-11,
+                                 4.779477332387385e-14, -1.5619206968586225e-16, 4.110317623312165e-19};
+  const double sin_series[10] = {-0.16666666666666666, 0.008333333333333333, -0.0001984126984126984,
+                                 2.7557319223985893e-06, -2.505210838544172e-08, 1.6059043836821613e-10,
+                                 -7.647163731819816e-13, 2.8114572543455206e-15, -8.22063524662433e-18,
+                                 1.9572941063391263e-20};
+  const double four_u = fuser_rng_mul(4.0, u);
+  const double q = floor(fuser_rng_add(four_u, 0.5));
+  const double theta = fuser_rng_mul(four_u - q, 1.5707963267948966);
+  const double z = fuser_rng_mul(theta, theta);
+  const int quarter = (int)q & 3;
+  if (quarter == 0 || quarter == 2) {
+    const double c = fuser_rng_add(1.0, fuser_rng_mul(z, fuser_rng_series(z, cos_series, 10)));
+    return quarter == 0 ? c : -c;
+  }
+  const double s = fuser_rng_add(theta, fuser_rng_mul(fuser_rng_mul(theta, z), fuser_rng_series(z, sin_series, 10)));
+  return quarter == 3 ? s : -s;
+}
+
+// A standard normal value from two units (Box-Muller, cosine branch), in f64.
+FUSER_RNG_FN double fuser_rng_box_muller(double u1, double u2) {
+  return fuser_rng_mul(sqrt(-2.0 * fuser_rng_log(1.0 - u1)), fuser_rng_cos_two_pi(u2));
+}
 
 // `seed_offset` points at the op's (seed, offset): run-time values, never compiled in.
 FUSER_RNG_FN float fuser_uniform_f32(const unsigned long long* seed_offset, long long i, float lo, float hi) {
@@ -80,15 +151,13 @@ FUSER_RNG_FN double fuser_uniform_f64(const unsigned long long* seed_offset, lon
 FUSER_RNG_FN float fuser_normal_f32(const unsigned long long* seed_offset, long long i, float mean, float std) {
   const fuser_philox_words r = fuser_philox(seed_offset[0], seed_offset[1], (unsigned long long)i >> 1);
   const int k = 2 * (int)(i & 1);
-  const float u1 = fuser_rng_unit_f32(r.w[k]), u2 = fuser_rng_unit_f32(r.w[k + 1]);
-  const float z = sqrtf(-2.0f * logf(1.0f - u1)) * cosf(6.2831853071795864769f * u2);
+  const float z = (float)fuser_rng_box_muller(fuser_rng_unit_f32(r.w[k]), fuser_rng_unit_f32(r.w[k + 1]));
   return mean + fuser_rng_mul(std, z);
 }
 
 FUSER_RNG_FN double fuser_normal_f64(const unsigned long long* seed_offset, long long i, double mean, double std) {
   const fuser_philox_words r = fuser_philox(seed_offset[0], seed_offset[1], (unsigned long long)i);
-  const double u1 = fuser_rng_unit_f64(r.w[0], r.w[1]), u2 = fuser_rng_unit_f64(r.w[2], r.w[3]);
-  const double z = sqrt(-2.0 * log(1.0 - u1)) * cos(6.2831853071795864769 * u2);
+  const double z = fuser_rng_box_muller(fuser_rng_unit_f64(r.w[0], r.w[1]), fuser_rng_unit_f64(r.w[2], r.w[3]));
   return mean + fuser_rng_mul(std, z);
 }
 

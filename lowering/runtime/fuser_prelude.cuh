@@ -58,7 +58,15 @@
 #include "fuser_cpu_emu.h"
 #define FUSER_COUNT_LOAD(bytes) ::fuser_emu::count_load(bytes)
 #define FUSER_COUNT_STORE(bytes) ::fuser_emu::count_store(bytes)
+#if defined(FUSER_RACECHECK)
+#define FUSER_DYNAMIC_SHARED(T, name) FUSER_RC_DYNAMIC_SHARED(T, name)
+#define FUSER_SHARED_VIEW(T, base, byte_offset) (base).view<T>(byte_offset)
+// stored: the values a store writes, nullptr for a load.
+#define FUSER_RACE_ACCESS(ptr, idx, n, stored) ::fuser_emu::rc::global(ptr, (long long)(idx), n, stored)
+#else
 #define FUSER_DYNAMIC_SHARED(T, name) T* name = reinterpret_cast<T*>(::fuser_emu::dynamic_smem())
+#define FUSER_RACE_ACCESS(ptr, idx, n, stored) ((void)0)
+#endif
 #if defined(FUSER_MEMCHECK)
 #define FUSER_CHECK_ACCESS(ptr, idx, n, what) ::fuser_emu::check_access(ptr, idx, n, what)
 #else
@@ -75,10 +83,16 @@
 #define FUSER_COUNT_LOAD(bytes) ((void)0)
 #define FUSER_COUNT_STORE(bytes) ((void)0)
 #define FUSER_CHECK_ACCESS(ptr, idx, n, what) ((void)0)
+#define FUSER_RACE_ACCESS(ptr, idx, n, stored) ((void)0)
 #define FUSER_DYNAMIC_SHARED(T, name)                                 \
   extern __shared__ __align__(16) unsigned char fuser_dynamic_smem[]; \
   T* name = reinterpret_cast<T*>(fuser_dynamic_smem)
 #define FUSER_HOST_LAUNCHER(name)
+#endif
+
+#if !defined(FUSER_SHARED_VIEW)
+// Elements of type T from `byte_offset` bytes into shared memory `base` (a T* to index).
+#define FUSER_SHARED_VIEW(T, base, byte_offset) reinterpret_cast<T*>(reinterpret_cast<char*>(base) + (byte_offset))
 #endif
 
 // NVRTC has no <math.h>; these spellings work in both modes.
@@ -119,6 +133,7 @@ __device__ __forceinline__ constexpr bool fuser_vec_ok() {
 template <class T, class I>
 __device__ __forceinline__ T fuser_ld(const T* ptr, I idx) {
   FUSER_CHECK_ACCESS(ptr, idx, 1, "load");
+  FUSER_RACE_ACCESS(ptr, idx, 1, (const T*)nullptr);
   FUSER_COUNT_LOAD(sizeof(T));
   return ptr[idx];
 }
@@ -126,6 +141,7 @@ __device__ __forceinline__ T fuser_ld(const T* ptr, I idx) {
 template <class T, class I>
 __device__ __forceinline__ T fuser_ldg(const T* ptr, I idx) {
   FUSER_CHECK_ACCESS(ptr, idx, 1, "load");
+  FUSER_RACE_ACCESS(ptr, idx, 1, (const T*)nullptr);
   FUSER_COUNT_LOAD(sizeof(T));
   return __ldg(ptr + idx);
 }
@@ -133,6 +149,10 @@ __device__ __forceinline__ T fuser_ldg(const T* ptr, I idx) {
 template <class T, class I>
 __device__ __forceinline__ void fuser_st(T* ptr, I idx, typename fuser_identity<T>::type value) {
   FUSER_CHECK_ACCESS(ptr, idx, 1, "store");
+#if defined(FUSER_RACECHECK)
+  const T converted = value;
+  FUSER_RACE_ACCESS(ptr, idx, 1, &converted);
+#endif
   FUSER_COUNT_STORE(sizeof(T));
   ptr[idx] = value;
 }
@@ -143,6 +163,7 @@ __device__ __forceinline__ void fuser_ld_vec(const T* ptr, I idx, T* out) {
 #if defined(FUSER_CPU)
   // Element loop: the same bytes as one wide access without breaking strict aliasing.
   FUSER_CHECK_ACCESS(ptr, idx, N, "load");
+  FUSER_RACE_ACCESS(ptr, idx, N, (const T*)nullptr);
   ::fuser_emu::check_aligned(ptr + idx, sizeof(T) * N, "fuser_ld_vec");
   FUSER_COUNT_LOAD(sizeof(T) * N);
   for (int k = 0; k < N; ++k) out[k] = ptr[idx + k];
@@ -158,6 +179,7 @@ __device__ __forceinline__ void fuser_st_vec(T* ptr, I idx, const T* in) {
   static_assert(fuser_vec_ok<T, N>(), "fuser_st_vec: N*sizeof(T) must be 2, 4, 8 or 16 bytes");
 #if defined(FUSER_CPU)
   FUSER_CHECK_ACCESS(ptr, idx, N, "store");
+  FUSER_RACE_ACCESS(ptr, idx, N, in);
   ::fuser_emu::check_aligned(ptr + idx, sizeof(T) * N, "fuser_st_vec");
   FUSER_COUNT_STORE(sizeof(T) * N);
   for (int k = 0; k < N; ++k) ptr[idx + k] = in[k];

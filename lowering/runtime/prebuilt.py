@@ -26,7 +26,7 @@ from pathlib import Path
 from fuser.lowering import temp_files
 from fuser.lowering.disk_cache import Binary, DiskCache, digest, install_roots
 from fuser.lowering.errors import CompileError
-from fuser.lowering.runtime import EMU_HEADER_PATH, RUNTIME_DIR
+from fuser.lowering.runtime import EMU_HEADER_PATH, RACECHECK_HEADER_PATH, RUNTIME_DIR
 
 RUNTIME_SOURCE = RUNTIME_DIR / "fuser_cpu_runtime.cpp"
 ABI_HEADER = RUNTIME_DIR / "fuser_cpu_abi.h"
@@ -181,7 +181,7 @@ def precompiled_header(cxx: str, identity: str, flags: Sequence[str]) -> Path | 
     with _lock:
         if key not in _pch_dirs:
             name = digest(RUNTIME_FORMAT, identity, "\0".join(flags), EMU_HEADER_PATH.read_text(),
-                          ABI_HEADER.read_text())
+                          RACECHECK_HEADER_PATH.read_text(), ABI_HEADER.read_text())
             _pch_dirs[key] = _find_or_build_pch(cxx, flags, [root / "cpu-pch" / name for root in install_roots()])
         return _pch_dirs[key]
 

@@ -60,7 +60,7 @@ func.func @softmax(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<?x?xf32> {
 // C32K:        // scheduler: inner_persistent, block per row, block: 1024, iters: 32, row in shared memory (keeps loads)
 // C32K-NEXT:   extern "C" __global__ void __launch_bounds__(1024) fuser_kernel_0_inner_persistent(
 // C32K:          FUSER_DYNAMIC_SHARED(double, fuser_row_smem);
-// C32K:          float* const buf0 = reinterpret_cast<float*>(reinterpret_cast<char*>(fuser_row_smem) + 0);
+// C32K:          const auto buf0 = FUSER_SHARED_VIEW(float, fuser_row_smem, 0);
 // C32K-NOT:      buf1
 // C32K:          #pragma unroll 4
 // C32K-NEXT:     for (int k = 0; k < 32; ++k) {
@@ -123,7 +123,7 @@ func.func @layer_norm(%x: !fuser.tensor<?x?xf32>, %w: !fuser.tensor<?xf32>, %b: 
 // C32K-LABEL:  // kernel 0 of @layer_norm: inner_persistent
 // C32K-NEXT:   // scheduler: inner_persistent, block per row, block: 1024, iters: 32, row in shared memory (keeps loads, weights re-read)
 // C32K-NOT:      inv0
-// C32K:          float* const buf0 = reinterpret_cast<float*>(reinterpret_cast<char*>(fuser_row_smem) + 0);
+// C32K:          const auto buf0 = FUSER_SHARED_VIEW(float, fuser_row_smem, 0);
 // C32K-NOT:      inv0
 // C32K:        FUSER_HOST_LAUNCHER
 

@@ -94,8 +94,9 @@ func.func @scatter(%x: !fuser.tensor<?x?xf32>, %i: !fuser.tensor<?x?xi64>, %s: !
 // CHECK-NEXT:    float [[R:u[0-9]+]] = [[X]];
 // CHECK-NEXT:    if ((i0) < ext{{[0-9]+}}) {
 // CHECK-NEXT:      for (long long [[K:k[0-9]+]] = 0; [[K]] < ext{{[0-9]+}}; ++[[K]]) {
-// CHECK-NEXT:        const long long [[P:v[0-9]+]] = fuser_ld(in{{[0-9]+}}, (i0) * st{{[0-9]+}} + ([[K]]) * st{{[0-9]+}});
-// CHECK-NEXT:        if ((long long)([[P]]) == (i1)) {
+// CHECK-NEXT:        const long long [[V:v[0-9]+]] = fuser_ld(in{{[0-9]+}}, (i0) * st{{[0-9]+}} + ([[K]]) * st{{[0-9]+}});
+// CHECK-NEXT:        const long long [[P:ix[0-9]+]] = fuser_checked_index(err{{[0-9]+}}, 0, (long long)([[V]]), ext{{[0-9]+}});
+// CHECK-NEXT:        if ([[P]] == (i1)) {
 // CHECK-NEXT:          const float [[S:v[0-9]+]] = fuser_ld(in{{[0-9]+}}, (i0) * st{{[0-9]+}} + ([[K]]) * st{{[0-9]+}});
 // CHECK-NEXT:          [[R]] = [[S]];
 // CHECK-NEXT:        }

@@ -40,8 +40,9 @@ func.func @fused_producer(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<?x?xf32> 
 // CHECK:             if (lane >= off) x0 = fuser_sum(up_x0, x0);
 // CHECK:             carry0_warps[warp] = x0;
 // CHECK:           __syncthreads();
-// CHECK:             if (w < warp) before_x0 = fuser_sum(before_x0, carry0_warps[w]);
-// CHECK-NEXT:        total_x0 = fuser_sum(total_x0, carry0_warps[w]);
+// CHECK:             const float warp_x0 = carry0_warps[w];
+// CHECK-NEXT:        if (w < warp) before_x0 = fuser_sum(before_x0, warp_x0);
+// CHECK-NEXT:        total_x0 = fuser_sum(total_x0, warp_x0);
 // CHECK:           __syncthreads();
 // CHECK-NEXT:      x0 = fuser_sum(carry0, fuser_sum(before_x0, x0));
 // CHECK-NEXT:      carry0 = fuser_sum(carry0, total_x0);

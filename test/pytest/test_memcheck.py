@@ -156,8 +156,8 @@ def test_memcheck_is_a_compile_flag_and_part_of_the_cache_key(monkeypatch):
 # ------------------------------------------------------------------------------------------------
 
 def computed_index_fusion() -> FusionDefinition:
-    """take_along_axis(x, sum(counts, 1)): the index comes out of a reduction, so gather_checks
-    leaves it to the kernel (README: "An index computed ... inside the fusion is not checked")."""
+    """take_along_axis(x, sum(counts, 1)): the index comes out of a reduction, so the host cannot
+    check it before launch; the kernel does (lowering/index_errors.py) unless told not to."""
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[-1, -1])
         counts = fd.define_tensor(shape=[-1, -1], dtype=DataType.Int)
@@ -168,6 +168,7 @@ def computed_index_fusion() -> FusionDefinition:
 
 def test_out_of_range_computed_index_in_a_fusion(monkeypatch):
     monkeypatch.setenv("FUSER_MEMCHECK", "1")  # also when the suite runs with FUSER_MEMCHECK=0
+    settings.reload()
     fd = computed_index_fusion()
     x = np.random.default_rng(0).random((6, 40), dtype=np.float32)
     counts = np.ones((6, 30), np.int64)
@@ -178,12 +179,17 @@ def test_out_of_range_computed_index_in_a_fusion(monkeypatch):
     counts[5, 0] = 100  # last row: index 134, past the end of x
     with pytest.raises(IndexError):
         fd.execute([x, counts], backend="reference")
+    with pytest.raises(IndexError, match=r"index 134 is out of range .* of extent 40"):
+        fd.execute([x, counts], backend="cpu")  # the in-kernel check
+    # Without the in-kernel check the kernel reads out of bounds; memcheck is what catches it.
     with pytest.raises(MemcheckError) as info:
-        fd.execute([x, counts], backend="cpu")
+        fd.execute([x, counts], backend="cpu", _disable_options=["kernel_index_checks"])
     err = info.value
     assert err.index == 5 * 40 + 134 and err.extent == 6 * 40
     assert err.param.startswith("in") and "fusion input 0 (f32[?, ?])" in err.param
     assert "out-of-bounds load of 4 bytes" in str(err) and "shape [6, 40]" in str(err)
+    monkeypatch.undo()
+    settings.reload()
 
 
 def test_memcheck_switched_on_mid_process_recompiles_a_cached_fusion(monkeypatch):

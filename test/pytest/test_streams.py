@@ -74,7 +74,7 @@ class _StreamBackend(CpuBackend):
     def load(self, binary, source):
         return _RecordingProgram(super().load(binary, source), self.streams)
 
-    def allocator(self, inputs):
+    def allocator(self, inputs, torch_outputs=False):
         return _StreamMemory(self.streams)
 
 
