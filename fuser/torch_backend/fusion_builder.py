@@ -107,7 +107,21 @@ class Translator:
         return self.ops.broadcast(t, [True] * (rank - t.ndim) + [False] * t.ndim)
 
     def aligned(self, values: list, rank: int) -> list:
-        return [self.broadcast_to_rank(v, rank) if isinstance(v, Tensor) else v for v in values]
+        """The operands of an elementwise op broadcast as torch does: missing leading dims, and
+        static extent-1 dims (a slice, say) against an operand whose extent there is not 1."""
+        values = [self.broadcast_to_rank(v, rank) if isinstance(v, Tensor) else v for v in values]
+        tensors = [v for v in values if isinstance(v, Tensor)]
+        return [self._ones_broadcast(v, tensors) if isinstance(v, Tensor) else v for v in values]
+
+    def _ones_broadcast(self, t: Tensor, others: list[Tensor]) -> Tensor:
+        """t with its non-broadcast extent-1 dims that some operand of another extent meets made
+        broadcast dims (squeezed, then broadcast back)."""
+        ones = [d for d in range(t.ndim)
+                if not t.type.is_broadcast(d) and t.type.static_extent(d) == 1
+                and any(o.ndim == t.ndim and o.type.static_extent(d) != 1 for o in others)]
+        if not ones:
+            return t
+        return self.ops.broadcast(self.ops.squeeze(t, ones), [d in ones for d in range(t.ndim)])
 
     def note_fill(self, t: Tensor, value) -> Tensor:
         self.fill_values[id(t)] = value

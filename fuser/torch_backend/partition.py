@@ -18,6 +18,7 @@ then raises, as the program would.
 from __future__ import annotations
 
 import logging
+import operator
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -28,6 +29,7 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
 
 from fuser.lowering import settings
+from fuser.lowering.settings import SettingError
 from fuser.torch_backend.dtypes import size_hint
 from fuser.torch_backend.fusion_builder import NothingToCompute, build_region
 from fuser.torch_backend.op_table import TRANSLATIONS, translation_for
@@ -59,6 +61,7 @@ def _counted(node: torch.fx.Node) -> bool:
 
 def partition_graph(gm: torch.fx.GraphModule, kind: str) -> tuple[torch.fx.GraphModule, GraphReport]:
     start = time.perf_counter()
+    settings.disable(), settings.launch_settings()  # a bad FUSER_* value raises SettingError: not a refused region
     sizes_from_inputs(gm)
     report = GraphReport(kind, aten_ops=sum(1 for n in gm.graph.nodes if _counted(n)))
     support = FuserSupport()
@@ -153,15 +156,19 @@ def _joined_through_eager(a: dict, b: dict) -> bool:
 
 def _regions_between_library_calls(graph: torch.fx.Graph) -> int:
     """The most fused regions that run, in graph order, between two consecutive library calls
-    (or before the first, after the last): the goal is at most one."""
+    (or before the first, after the last): the goal is at most one. The ops fuser leaves to
+    ATen on purpose (support.LEFT_TO_LIBRARIES: index_put, sort...) are library calls here too:
+    regions on both sides of one cannot be one region."""
     from fuser.torch_backend.report import LIBRARY_OPS
+    from fuser.torch_backend.support import LEFT_TO_LIBRARIES
 
+    boundaries = LIBRARY_OPS | {str(op) for op in LEFT_TO_LIBRARIES}
     most = run = 0
     for node in graph.nodes:
         if node.op == "call_module" and node.target.startswith(REGION_PREFIX):
             run += 1
             most = max(most, run)
-        elif node.op == "call_function" and _op_name(node) in LIBRARY_OPS:
+        elif node.op == "call_function" and _op_name(node) in boundaries:
             run = 0
     return most
 
@@ -188,16 +195,24 @@ def _strided_views_leave(graph: torch.fx.Graph, members: dict, partitioned: set)
                 user.replace_input_with(node, eager)
         else:
             del members[node]
+            partitioned.discard(node)  # its base now has a user outside
         pending += [a for a in node.all_input_nodes if a in members]  # the base may leave now too
 
 
 def _is_view(node: torch.fx.Node) -> bool:
-    return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
+    """A view op, or an element of a view op's tuple (split_with_sizes, unbind: getitem)."""
+    if node.op != "call_function":
+        return False
+    if node.target is operator.getitem:
+        return isinstance(node.args[0], torch.fx.Node) and _is_view(node.args[0])
+    return isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
 
 
 def _is_dense(meta) -> bool:
     """Whether a tensor's elements fill its memory without gaps or overlaps (in some order of its
     dims; size-1 dims do not count): what a fusion output is."""
+    if isinstance(meta, (list, tuple)):  # a multi-output view: dense when each part is
+        return all(_is_dense(m) for m in meta)
     if not isinstance(meta, torch.Tensor):
         return True
     dims = [(size_hint(st), size_hint(sz)) for sz, st in zip(meta.shape, meta.stride()) if size_hint(sz) != 1]
@@ -218,6 +233,8 @@ def _build(gm: torch.fx.GraphModule, attr: str, name: str, ops: list[str]):
         fd, plan = build_region(submodule, name)
     except NothingToCompute as nothing:
         return None, RegionReport(name, ops, refused=str(nothing))
+    except SettingError:
+        raise
     except Exception as error:  # any failure to define the fusion: the partition runs eagerly
         return None, RegionReport(name, ops, refused=f"{type(error).__name__}: {error}")
     return FusedRegion(name, fd, plan), RegionReport(name, ops)
@@ -231,6 +248,8 @@ def _compile(built) -> tuple[FusedRegion | None, RegionReport]:
     start = time.perf_counter()
     try:
         region.compile_for(example_inputs(region.plan.example))
+    except SettingError:
+        raise
     except Exception as error:
         log.warning("%s is refused: its kernels cannot be built for the traced inputs: %s: %s", report.name,
                     type(error).__name__, error)

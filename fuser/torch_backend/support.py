@@ -45,10 +45,38 @@ LEFT_TO_LIBRARIES = {
 pooling: report.LIBRARY_OPS)."""
 
 
+MISDECLARED_OUTPUTS = {
+    aten._batch_norm_with_update_functional.default: {4: 3, 5: 4},
+    aten._native_batch_norm_legit_functional.default: {3: 3, 4: 4},
+}
+"""Library outputs whose traced dtype torch's fake kernel gets wrong: {op: {output: the input
+whose dtype the real kernel gives it}} (updated running stats of 16-bit batch norm: declared
+f32, returned in the running stats' dtype). A fusion reading one would be defined for a dtype
+it does not receive, so a reader is refused instead."""
+
+
+def _misdeclared_read(node: torch.fx.Node) -> str | None:
+    for arg in node.all_input_nodes:
+        if arg.target is not operator.getitem or not isinstance(arg.args[0], torch.fx.Node):
+            continue
+        producer, index = arg.args[0], arg.args[1]
+        source = MISDECLARED_OUTPUTS.get(producer.target, {}).get(index)
+        if source is None:
+            continue
+        declared, real = arg.meta.get("val"), producer.args[source].meta.get("val")
+        if isinstance(declared, torch.Tensor) and isinstance(real, torch.Tensor) and declared.dtype != real.dtype:
+            return (f"reads output {index} of {producer.target}, which torch's fake kernel declares "
+                    f"{declared.dtype} but the real kernel returns as {real.dtype}")
+    return None
+
+
 def unsupported_reason(node: torch.fx.Node) -> str | None:
     """Why fuser cannot take this call node (None: it can)."""
     if node.target is operator.getitem:
         return None  # a part of a tuple result: goes where its producer goes
+    misdeclared = _misdeclared_read(node)
+    if misdeclared is not None:
+        return misdeclared
     if not isinstance(node.target, torch._ops.OpOverload):
         return f"{getattr(node.target, '__name__', node.target)} is not an ATen op"
     translation = translation_for(node.target)

@@ -18,13 +18,21 @@ def _int64_index(node, index_arg: int):
     return None if index.dtype == torch.int64 else f"{node.target} with a {index.dtype} index"
 
 
-@translates(aten.gather.default, check=lambda node: _int64_index(node, 2))
+def _indexable(node, index_arg: int):
+    """Why the op stays eager: an index that is not int64, or a 0-d input (torch treats it as
+    1-d of extent 1; fuser's index ops index a dim)."""
+    if node.args[0].meta["val"].dim() == 0:
+        return f"{node.target} of a 0-d tensor"
+    return _int64_index(node, index_arg)
+
+
+@translates(aten.gather.default, check=lambda node: _indexable(node, 2))
 def translate_gather(tx, node):
     x, index = tx.tensor(node.args[0]), tx.tensor(node.args[2])
     return tx.ops.gather(x, index, node.args[1] % x.ndim)
 
 
-@translates(aten.index_select.default, check=lambda node: _int64_index(node, 2))
+@translates(aten.index_select.default, check=lambda node: _indexable(node, 2))
 def translate_index_select(tx, node):
     x, index = tx.tensor(node.args[0]), tx.tensor(node.args[2])
     return tx.ops.index_select(x, index, node.args[1] % x.ndim)
@@ -43,7 +51,7 @@ def _one_per_row(node) -> bool:
     return node.target != aten.scatter.src or list(node.args[3].meta["val"].shape) == list(index.shape)
 
 
-@translates(aten.scatter.value, aten.scatter.src, check=lambda node: _int64_index(node, 2))
+@translates(aten.scatter.value, aten.scatter.src, check=lambda node: _indexable(node, 2))
 def translate_scatter(tx, node):
     base, index = tx.tensor(node.args[0]), tx.tensor(node.args[2])
     dim = node.args[1] % base.ndim

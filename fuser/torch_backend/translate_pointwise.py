@@ -53,6 +53,16 @@ def _rank(node: torch.fx.Node) -> int:
     return node.meta["val"].dim()
 
 
+def _operands(tx, node) -> list:
+    """The two operands; when both are Python numbers (a scalar_tensor the trace folded to a
+    number), the first becomes a 0-d tensor of its Python type's dtype (as torch.tensor(a)), as
+    the result is a tensor; torch's promotion of a 0-d tensor with a number then applies."""
+    a, b = tx.value(node.args[0]), tx.value(node.args[1])
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        a = tx.tensor(node.args[0])
+    return [a, b]
+
+
 def _make_unary(method: str):
     def build(tx, node):
         return getattr(tx.ops, method)(tx.tensor(node.args[0]))
@@ -68,7 +78,7 @@ TRUE_FLOAT_OPS = {"div", "pow"}
 
 def _make_binary(method: str):
     def build(tx, node):
-        a, b = tx.aligned([tx.value(node.args[0]), tx.value(node.args[1])], _rank(node))
+        a, b = tx.aligned(_operands(tx, node), _rank(node))
         out_dtype = node.meta["val"].dtype
         if method in TRUE_FLOAT_OPS and out_dtype.is_floating_point:
             a, b = (tx.ops.cast(v, fuser_dtype(out_dtype)) if isinstance(v, Tensor) else v for v in (a, b))
@@ -88,13 +98,19 @@ for _name, _method in BINARY.items():
 def translate_div_mode(tx, node):
     """torch.div(a, b, rounding_mode=None | "trunc" | "floor"): floats divide and round; integers
     divide exactly in C (truncating), and "floor" moves a negative inexact quotient down."""
-    a, b = tx.aligned([tx.value(node.args[0]), tx.value(node.args[1])], _rank(node))
+    a, b = tx.aligned(_operands(tx, node), _rank(node))
     mode = node.kwargs.get("rounding_mode", node.args[2] if len(node.args) > 2 else None)
     out_dtype = node.meta["val"].dtype
     if mode is None or out_dtype.is_floating_point:
-        a, b = (tx.ops.cast(v, fuser_dtype(out_dtype)) if isinstance(v, Tensor) else v for v in (a, b))
+        # Eager floors the f32 quotient of 16-bit floats, but truncates the quotient rounded to
+        # 16 bits (ATen's CPU kernels; rounding first can move a floor across an integer).
+        compute = torch.float32 if mode == "floor" and out_dtype.itemsize < 4 else out_dtype
+        a, b = (tx.ops.cast(v, fuser_dtype(compute)) if isinstance(v, Tensor) else v for v in (a, b))
         quotient = tx.ops.div(a, b)
-        return quotient if mode is None else getattr(tx.ops, mode)(quotient)
+        if mode is None:
+            return quotient
+        rounded = getattr(tx.ops, mode)(quotient)
+        return rounded if compute == out_dtype else tx.ops.cast(rounded, fuser_dtype(out_dtype))
     quotient = tx.ops.div(a, b)  # C's: truncates
     if mode == "trunc":
         return quotient

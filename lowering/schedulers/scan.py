@@ -295,8 +295,9 @@ class _ScanKernel:
             em.line(f"{acc.ctype} before_{x} = {acc.identity}, total_{x} = {acc.identity};")
         em.open("for (int w = 0; w < warps; ++w)")
         for acc, x in zip(self.carries, values):
-            em.line(f"if (w < warp) before_{x} = {_fold(acc, f'before_{x}', f'{_smem(acc)}[w]')};")
-            em.line(f"total_{x} = {_fold(acc, f'total_{x}', f'{_smem(acc)}[w]')};")
+            em.line(f"const {acc.ctype} warp_{x} = {_smem(acc)}[w];")  # read once, as a value of its type
+            em.line(f"if (w < warp) before_{x} = {_fold(acc, f'before_{x}', f'warp_{x}')};")
+            em.line(f"total_{x} = {_fold(acc, f'total_{x}', f'warp_{x}')};")
         em.close()
         em.line("__syncthreads();  // the next chunk rewrites the warps' totals")
         for acc, x in zip(self.carries, values):

@@ -256,3 +256,49 @@ def test_a_compiled_program_fails_as_it_fails_eagerly():
         torch.compile(lambda x, y: F.cross_entropy(x, y), backend="fuser")(x, y)
     torch.testing.assert_close(torch.compile(lambda x, y: F.cross_entropy(x, y), backend="fuser")(x, y.long()),
                                F.cross_entropy(x, y.long()))
+
+
+def test_an_extent_one_slice_broadcasts_against_a_wider_operand():
+    """ormqr's backward: a [1] slice unsqueezed to [1, 1] times a [2, 1]; torch broadcasts any
+    extent-1 dim, fuser only broadcast dims, so the translation makes it one (the region used
+    to be refused with a ShapeError)."""
+    def f(a, b):
+        return (a.sin()[:1].unsqueeze(1) * b).cos()
+
+    reports = []
+    a, b = torch.randn(3), torch.randn(2, 1)
+    got = torch.compile(f, backend=make_backend(reports))(a, b)
+    torch.testing.assert_close(got, f(a, b))
+    assert not any(r.refused for report in reports for r in report.regions)
+    assert sum(len(report.regions) for report in reports) >= 1
+
+
+@pytest.mark.parametrize("split", [lambda x: torch.chunk(x, 5, dim=1), lambda x: torch.split(x, [2, 3], dim=2),
+                                   lambda x: torch.unbind(x, 1)], ids=["chunk", "split", "unbind"])
+def test_the_parts_of_a_split_leave_as_views_of_their_base(split):
+    """Parts of split_with_sizes / unbind that reach eager code are views of the base with its
+    strides, as eagerly, not dense fusion outputs (OpInfo: chunk, split, unsafe_chunk)."""
+    def f(x):
+        return [p for p in split(x * 2)] + [x.cos()]
+
+    x = torch.randn(5, 5, 5, requires_grad=True)
+    eager, compiled = f(x), torch.compile(f, backend="fuser")(x)
+    for e, c in zip(eager, compiled):
+        torch.testing.assert_close(c, e)
+        assert c.stride() == e.stride()
+
+
+def test_floor_division_of_bf16_floors_the_f32_quotient():
+    """Eager floors the f32 quotient of bf16 operands; rounding it to bf16 first turns 17.95
+    into 18 (OpInfo: div floor_rounding, floor_divide)."""
+    a = torch.tensor([-3.890625], dtype=torch.bfloat16)
+    b = torch.tensor([-0.216796875], dtype=torch.bfloat16)
+    got = torch.compile(lambda a, b: (a * 1) // b, backend="fuser")(a, b)
+    assert got.item() == (a // b).item() == 17
+
+
+def test_a_bad_setting_surfaces_under_torch_compile(monkeypatch):
+    """FUSER_DISABLE=bogus is the program's error, not a reason to run every region eagerly."""
+    monkeypatch.setenv("FUSER_DISABLE", "bogus")
+    with pytest.raises(Exception, match=r"FUSER_DISABLE='bogus': unknown option 'bogus'"):
+        torch.compile(lambda x: (x * 2).exp(), backend="fuser")(torch.ones(3))
