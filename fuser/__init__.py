@@ -12,12 +12,43 @@ the IR (types, ops, verifiers, the reference interpreter)."""
 
 import fuser_dialect.builder_ops  # noqa: F401  (binds fd.ops)
 from fuser.execution import FusionDefinition
-from fuser_dialect.builder import Scalar, Tensor
+from fuser.tensor_descriptor import compute_contiguity, compute_tensor_descriptor
+from fuser_dialect.builder import Scalar, Tensor, Vector
 from fuser_dialect.types import DataType
 
 __version__ = "0.1.0"
 
-__all__ = ["FusionDefinition", "DataType", "Tensor", "Scalar", "explain", "__version__"]
+__all__ = ["FusionDefinition", "DataType", "Tensor", "Scalar", "Vector", "explain", "version", "compute_contiguity",
+           "compute_tensor_descriptor", "__version__"]
+
+
+class Version(str):
+    """A version string that compares as numbers, part by part ('0.10.0' > '0.9.1'), with
+    other Versions and with plain strings: nvFuser's `version()` result."""
+
+    @staticmethod
+    def _parts(text: str) -> tuple[int, ...]:
+        release = str(text).split("+")[0]
+        return tuple(int(p) if p.isdigit() else 0 for p in release.split("."))
+
+    def _cmp(self, other) -> int:
+        a, b = self._parts(self), self._parts(other)
+        width = max(len(a), len(b))
+        a, b = a + (0,) * (width - len(a)), b + (0,) * (width - len(b))
+        return (a > b) - (a < b)
+
+    def __eq__(self, other): return isinstance(other, str) and self._cmp(other) == 0
+    def __ne__(self, other): return not self == other
+    def __lt__(self, other): return self._cmp(other) < 0
+    def __le__(self, other): return self._cmp(other) <= 0
+    def __gt__(self, other): return self._cmp(other) > 0
+    def __ge__(self, other): return self._cmp(other) >= 0
+    __hash__ = str.__hash__
+
+
+def version() -> Version:
+    """fuser's version, as nvFuser's `nvfuser.version()`: a string that compares as a version."""
+    return Version(__version__)
 
 
 def __getattr__(name: str):

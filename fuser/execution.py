@@ -11,13 +11,27 @@ import threading
 from collections.abc import Sequence
 
 import numpy as np
+from xdsl.ir import BlockArgument
 
+from fuser.inspection import Inspection
+from fuser.options import check_options
 from fuser_dialect.builder import FusionDefinition as _FusionBuilder
 from fuser_dialect.inputs import is_torch_tensor
 from fuser_dialect.types import TensorType, numpy_dtype
 
 
-class FusionDefinition(_FusionBuilder):
+def _check_input_list(inputs) -> None:
+    """`execute` takes a list of inputs; one array or tensor passed alone would be read as a
+    list of its rows ("takes 2 inputs, got 4"), so it is an error that says what to write."""
+    if isinstance(inputs, np.ndarray) or is_torch_tensor(inputs):
+        raise TypeError(f"execute takes a list of inputs, one per define_tensor/define_scalar; got one "
+                        f"{type(inputs).__name__} of shape {list(inputs.shape)}: write execute([x])")
+    if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
+        raise TypeError(f"execute takes a list of inputs, one per define_tensor/define_scalar; got "
+                        f"{type(inputs).__name__}")
+
+
+class FusionDefinition(Inspection, _FusionBuilder):
     """Defines one fusion (as `fuser_dialect.FusionDefinition`) and executes it.
 
         with FusionDefinition() as fd:
@@ -30,27 +44,55 @@ class FusionDefinition(_FusionBuilder):
         super().__init__(name)
         self._executor = None
         self._executor_lock = threading.Lock()
+        self._last_profile = None
 
     def execute(self, inputs: Sequence[object], backend: str | None = None, _disable_options: Sequence[str] = (),
-                *, device=None):
+                *, device=None, profile: bool = False, _enable_options: Sequence[str] = (), print_repro: bool = False):
         """Runs the fusion and returns its outputs as a list.
 
         backend: "reference" runs the numpy interpreter; "cpu" runs the generated CUDA C
         on the host; "cuda" runs it on the GPU through pycuda; None picks "cuda" when a
         GPU and pycuda are usable, else "cpu" (and "reference" when the lowering cannot
         run here at all: no C++ compiler). Inputs are numpy arrays (bf16 via ml_dtypes),
-        Python/numpy scalars and torch tensors; outputs are torch tensors when an input was,
-        and, as in nvFuser, for a fusion without tensor inputs where torch is installed.
+        Python/numpy scalars and torch tensors, one per define_tensor/define_scalar and one
+        per element of a define_vector(n) (or one list of its n ints); outputs are torch
+        tensors when an input was, and, as in nvFuser, for a fusion without tensor inputs
+        where torch is installed.
         device: where the outputs go ("cpu", "cuda", "cuda:0", a torch.device or a GPU index);
         it picks the backend when none is named (cpu → "cpu", a GPU → "cuda").
-        _disable_options: e.g. ["concretize_resize_extents"] (also env FUSER_DISABLE).
+        profile: time each kernel; `fd.profile()` returns the times (fuser/profiler.py).
+        print_repro: print `repro_script_for(inputs)` first.
+        _enable_options / _disable_options: nvFuser's NVFUSER_ENABLE / NVFUSER_DISABLE for this
+        call, e.g. _disable_options=["concretize_resize_extents"] (also env FUSER_DISABLE); an
+        unknown name is a ValueError naming it (fuser/options.py).
         """
+        if type(inputs) is not list and type(inputs) is not tuple:
+            _check_input_list(inputs)
+        if _enable_options or _disable_options:
+            _disable_options = check_options(_enable_options, _disable_options)
+        if print_repro:
+            print(self.repro_script_for(inputs))
+        if profile:
+            from fuser.profiler import profiled
+
+            chosen = []
+            outputs, self._last_profile = profiled(
+                lambda: self._execute(inputs, backend, _disable_options, device, chosen), self,
+                lambda: chosen[0].name)
+            return outputs
+        if self._last_profile is not None:
+            self._last_profile = None
+        return self._execute(inputs, backend, _disable_options, device)
+
+    def _execute(self, inputs, backend, _disable_options, device, chosen_out: list | None = None) -> list:
         torch_outputs = False
         if device is not None or self._without_tensor_inputs():
             backend, torch_outputs = self._placement(device, backend)
         chosen = _named_backends.get(backend) if type(backend) is str else None
         if chosen is None:
             chosen = _backend_named(backend)
+        if chosen_out is not None:
+            chosen_out.append(chosen)
         disable = _disable_options if type(_disable_options) is tuple else tuple(_disable_options)
         if self.vector_inputs:
             inputs = self._flat_inputs(inputs)
@@ -60,6 +102,12 @@ class FusionDefinition(_FusionBuilder):
         if chosen.returns_numpy:
             outputs = as_torch(outputs) if torch_outputs else like_inputs(outputs, inputs)
         return self._write_aliases(outputs, inputs) if self.aliases else outputs
+
+    def profile(self):
+        """The FusionProfile of the last `execute(..., profile=True)` (fuser/profiler.py)."""
+        if self._last_profile is None:
+            raise ValueError("The execute() method was not previously called with profiling enabled!")
+        return self._last_profile
 
     def _without_tensor_inputs(self) -> bool:
         found = self.__dict__.get("_no_tensor_inputs")
@@ -119,7 +167,9 @@ class FusionDefinition(_FusionBuilder):
 
     # -- frontend conveniences around the executor ------------------------------------
     def _flat_inputs(self, inputs: Sequence[object]) -> list[object]:
-        """The inputs with each `define_vector(size)` input (a list of ints) spread over its args."""
+        """One input per argument. A `define_vector(size)` input takes its `size` ints as that
+        many separate inputs, as in nvFuser; one list (or tuple) of `size` ints in their place
+        is spread over them too (a list is never a scalar input, so the two cannot be confused)."""
         flat: list[object] = []
         it = iter(inputs)
         n_args = len(self.fusion.body.block.args)
@@ -129,12 +179,12 @@ class FusionDefinition(_FusionBuilder):
             if value is _MISSING:
                 break
             size = self.vector_inputs.get(position)
-            if size is None:
+            if size is None or not isinstance(value, (list, tuple)):
                 flat.append(value)
                 continue
-            if not isinstance(value, (list, tuple)) or len(value) != size:
-                raise TypeError(f"input {position} (a define_vector of size {size}): expected a list of {size} ints, "
-                                f"got {value!r}")
+            if len(value) != size:
+                raise TypeError(f"input {position} (a define_vector of size {size}): expected {size} ints, as "
+                                f"{size} separate inputs or one list, got a list of {len(value)}: {value!r}")
             flat += value
         flat += list(it)  # too many inputs: check_inputs reports the count
         return flat
@@ -146,26 +196,35 @@ class FusionDefinition(_FusionBuilder):
                 for o, t in zip(outputs, types)]
 
     def _write_aliases(self, outputs: list, inputs: Sequence[object]) -> list:
-        """Writes each alias_input output into its input's buffer; returns the other outputs."""
-        user_position = self._user_positions()
+        """Writes each alias_input output into its input's buffer (`inputs`: one per argument);
+        returns the other outputs, an aliased input among them being that input, updated (as in
+        nvFuser: the executor returned a copy taken before the write)."""
         for k, arg in self.aliases.items():
-            write_into(inputs[user_position[arg]], outputs[k], f"output {k} (alias_input of input {arg})")
-        return [o for k, o in enumerate(outputs) if k not in self.aliases]
+            write_into(inputs[arg], outputs[k], f"output {k} (alias_input of input {arg})")
+        updated = self._returned_alias_targets()
+        return [inputs[updated[k]] if k in updated else o for k, o in enumerate(outputs) if k not in self.aliases]
 
-    def _user_positions(self) -> dict[int, int]:
-        """Argument index -> position in the inputs `execute` was given (vectors take one)."""
-        positions, user = {}, 0
-        args = len(self.fusion.body.block.args)
-        arg = 0
-        while arg < args:
-            positions[arg] = user
-            arg += self.vector_inputs.get(arg, 1)
-            user += 1
-        return positions
+    def _returned_alias_targets(self) -> dict[int, int]:
+        """Output position -> argument index, for each output that is an input some alias_input
+        output is written into."""
+        found = self.__dict__.get("_returned_targets")
+        if found is None:
+            targets = set(self.aliases.values())
+            returned = self.fusion.body.block.last_op.operands
+            found = self._returned_targets = {k: v.index for k, v in enumerate(returned)
+                                              if isinstance(v, BlockArgument) and v.index in targets}
+        return found
 
     def cache_info(self):
         """hits, misses (compilations) and the key of each compiled entry."""
         return self._get_executor().cache_info()
+
+    def check_index_errors(self) -> None:
+        """Raises the IndexError of an index that an in-kernel check found out of range in an
+        earlier call and that no call raised yet: on the cuda backend a fault is raised at the
+        next execute of the same compiled fusion, or here (after waiting for the GPU); on the
+        cpu backend every call raises its own (lowering/index_errors.py)."""
+        self._get_executor().check_index_errors()
 
     def last_kernels(self):
         """One record per kernel launched by this thread's last `execute` (each thread sees
@@ -182,8 +241,9 @@ class FusionDefinition(_FusionBuilder):
         emission_s, compile_s (seconds; empty for the reference backend)."""
         return self._get_executor().last_compile_info()
 
-    def last_cuda_code(self) -> str:
-        """The CUDA source of the last execution (empty for the reference backend)."""
+    def last_cuda_code(self, intrinsic_code: bool = False) -> str:
+        """The CUDA source of the last execution (empty for the reference backend); each
+        kernel's source is whole, so nvFuser's intrinsic_code changes nothing."""
         return "\n".join(k.source for k in self.last_kernels() if k.source)  # host segments have none
 
     def _get_executor(self):

@@ -60,11 +60,11 @@ def validate(fd, inputs: Sequence[object], reference_outputs: Sequence[object] |
 
 
 def _copies_of_alias_targets(fd, inputs: Sequence[object]) -> list:
-    positions = fd._user_positions()
-    copied = list(inputs)
+    """The inputs, one per argument, with those that outputs are written into copied."""
+    copied = fd._flat_inputs(inputs) if fd.vector_inputs else list(inputs)
     for arg in fd.aliases.values():
-        x = copied[positions[arg]]
-        copied[positions[arg]] = x.clone() if hasattr(x, "clone") else np.array(x, copy=True)
+        x = copied[arg]
+        copied[arg] = x.clone() if hasattr(x, "clone") else np.array(x, copy=True)
     return copied
 
 

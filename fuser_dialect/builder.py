@@ -12,6 +12,7 @@ builder plus `execute`, and this module imports nothing above the dialect.
 from __future__ import annotations
 
 import io
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -23,19 +24,32 @@ from xdsl.printer import Printer
 
 from fuser_dialect.fusion import HINT_ORDER, REQUIRED_ORDER, verify_fusion
 from fuser_dialect.inputs import torch_dtype_name
-from fuser_dialect.types import BROADCAST, DYNAMIC, INT64_MAX, DataType, TensorType, dtype_name
+from fuser_dialect.types import BROADCAST, COMPLEX_DTYPES, DYNAMIC, INT64_MAX, DataType, TensorType, dtype_name
 
 
 class Scalar:
     """A scalar value of the fusion (an input, a constant, or a size)."""
 
-    def __init__(self, fd: FusionDefinition, value: SSAValue):
+    def __init__(self, fd: FusionDefinition, value: SSAValue, declared: str | None = None):
         self.fd = fd
         self.value = value
+        self.declared = declared
+        """The dtype a constant was defined with, where its IR type differs: f32, f16 and bf16
+        constants are f64 values in the IR, but promote as the dtype they were given."""
 
     @property
     def dtype(self) -> str:
-        return dtype_name(self.value.type)
+        t = self.value.type
+        return self.declared or (t.dtype if isinstance(t, TensorType) else dtype_name(t))
+
+    def is_tensor(self) -> bool:
+        return False
+
+    @property
+    def zero_dim(self) -> Tensor | None:
+        """The 0-d tensor a complex Scalar is carried as (None for the others): kernels take no
+        complex scalar parameters, so ops use it as the 0-d tensor it is, promoting as a Scalar."""
+        return Tensor(self.fd, self.value) if isinstance(self.value.type, TensorType) else None
 
     # Arithmetic goes through fd.ops (scalar-only calls build arith ops: fuser_dialect/scalar_ops.py);
     # a Tensor on the other side makes it a tensor op (Tensor's reflected method).
@@ -101,6 +115,9 @@ class Tensor:
 
     def size(self, dim: int) -> Scalar:
         return self.fd.ops.size(self, dim)
+
+    def is_tensor(self) -> bool:
+        return True
 
     def shape(self) -> Vector:
         """The extents as a Vector of Int scalars (usable wherever a shape is)."""
@@ -173,6 +190,22 @@ def _dims_from_shape(shape: Sequence[int], name: str = "shape") -> list[int]:
     return dims
 
 
+def _check_contiguity(contiguity: object, rank: int) -> None:
+    """nvFuser's contiguity: None, a bool for every dim, or one per dim (bools or None). A DataType
+    there is a dtype given positionally to the wrong parameter (the second is contiguity)."""
+    if contiguity is None or isinstance(contiguity, bool):
+        return
+    if isinstance(contiguity, DataType):
+        raise TypeError(f"define_tensor: the second argument is contiguity, got {contiguity}; pass the dtype as "
+                        f"dtype={contiguity} (nvFuser's order: shape, contiguity, dtype)")
+    if not isinstance(contiguity, (list, tuple)) or not all(c is None or isinstance(c, bool) for c in contiguity):
+        raise TypeError(f"define_tensor: contiguity must be None, a bool or one bool (or None) per dim, "
+                        f"got {contiguity!r}")
+    if len(contiguity) != rank:
+        raise ValueError(f"define_tensor: contiguity {list(contiguity)} has {len(contiguity)} entries for "
+                         f"{rank} dims")
+
+
 def _normalize_order(stride_order: Sequence[int] | None, rank: int, what: str) -> tuple[int, ...] | None:
     if stride_order is None:
         return None
@@ -195,7 +228,7 @@ class FusionDefinition:
         self._module: ModuleOp | None = None
         self.vector_inputs: dict[int, int] = {}
         """Argument index of a `define_vector(size)` input's first element -> its size
-        (`execute` takes the vector as one input: a list of ints)."""
+        (`execute` takes its ints as separate inputs, or as one list in their place)."""
         self.aliases: dict[int, int] = {}
         """Output position -> the argument index whose buffer it is written into (alias_input)."""
         self.stride_orders: dict[SSAValue, tuple[int, ...]] = {}
@@ -249,6 +282,7 @@ class FusionDefinition:
             shape, stride_order = shape_from_sizes(sizes, strides, static_sizes)
         if shape is None:
             raise TypeError("define_tensor: missing `shape` (or `sizes` and `strides`)")
+        _check_contiguity(contiguity, len(shape))
         dims = _dims_from_shape(shape)
         order = _normalize_order(stride_order, len(dims), f"define_tensor #{len(self.block.args)}")
         t = TensorType(DataType(dtype).element_type, dims, order or ())
@@ -268,7 +302,8 @@ class FusionDefinition:
 
     def define_vector(self, values: Sequence[int | Scalar] | int, dtype: DataType = DataType.Int) -> Vector:
         """nvFuser's Vector of Int scalars: from a list of ints and Scalars (constants where
-        ints), or with an int `size`, an input of that many ints (`execute` takes a list)."""
+        ints), or with an int `size`, `size` Int inputs (`execute` takes them as that many
+        separate inputs, as nvFuser does, or as one list)."""
         if DataType(dtype) != DataType.Int:
             raise TypeError(f"define_vector: dtype must be DataType.Int (a vector of extents), got {dtype}")
         if isinstance(values, (int, np.integer)) and not isinstance(values, bool):
@@ -283,8 +318,17 @@ class FusionDefinition:
         return Vector(self._scalar(v if isinstance(v, Scalar) else static_int(v, f"define_vector: values[{k}]"), i64)
                       for k, v in enumerate(values))
 
-    def define_scalar(self, value: float | int | bool | None = None, dtype: DataType | None = None) -> Scalar:
-        """A scalar input (value=None) or a constant."""
+    def define_scalar(self, value: float | int | bool | DataType | None = None,
+                      dtype: DataType | None = None) -> Scalar:
+        """A scalar input (value=None, or a DataType given in value's place as nvFuser's
+        `define_scalar(DataType.Int)`) or a constant. A complex value or dtype makes a complex
+        Scalar (see _complex_scalar: a 0-d complex tensor underneath)."""
+        if isinstance(value, DataType):
+            if dtype is not None:
+                raise TypeError(f"define_scalar: got the dtype twice ({value} in value's place and dtype={dtype})")
+            value, dtype = None, value
+        if isinstance(value, complex) or (dtype is not None and DataType(dtype).value in COMPLEX_DTYPES):
+            return self._complex_scalar(value, dtype)
         if value is None:
             t = DataType(dtype or DataType.Double).element_type
             return Scalar(self, self.block.insert_arg(t, len(self.block.args)))
@@ -292,13 +336,33 @@ class FusionDefinition:
             dtype = DataType.Bool if isinstance(value, bool) else DataType.Int if isinstance(value, int) else DataType.Double
         return self._scalar(value, DataType(dtype).element_type)
 
+    def _complex_scalar(self, value: complex | float | int | None, dtype: DataType | None) -> Scalar:
+        """A complex Scalar (ComplexDouble unless `dtype` says ComplexFloat), carried as a 0-d
+        complex tensor: an input (`execute` takes a Python complex for it) or a constant."""
+        name = DataType(dtype or DataType.ComplexDouble).value
+        if name not in COMPLEX_DTYPES:
+            raise TypeError(f"define_scalar({value!r}, dtype={dtype}): a complex value needs a complex dtype "
+                            "(DataType.ComplexFloat or DataType.ComplexDouble)")
+        t = TensorType(name, [])
+        if value is None:
+            return Scalar(self, self.block.insert_arg(t, len(self.block.args)))
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, complex, np.number)):
+            raise TypeError(f"define_scalar: a complex constant must be a number, got {type(value).__name__}")
+        from xdsl.dialects import complex as cplx
+
+        from fuser_dialect.ops_factory import FullOp
+
+        z = complex(value)
+        parts = self._append(cplx.ConstantOp.from_floats((z.real, z.imag), Float64Type())).results[0]
+        return Scalar(self, self._append(FullOp([], parts, t)).results[0])
+
     def _scalar(self, value: object, t: Attribute) -> Scalar:
         """A Python number as a constant of type t (scalars pass through)."""
         if isinstance(value, Scalar):
             return value if value.value.type == t or t != i64 else self._as_index(value)
         if isinstance(value, Tensor):
             raise TypeError(f"expected a scalar, got {value!r}")
-        name = dtype_name(t)
+        name = declared = dtype_name(t)
         if name in ("f16", "bf16", "f32"):
             t, name = Float64Type(), "f64"
         if name == "i1":
@@ -307,7 +371,7 @@ class FusionDefinition:
             attr = IntegerAttr(int(value), t)
         else:
             attr = FloatAttr(float(value), t)
-        return Scalar(self, self._append(arith.ConstantOp(attr)).results[0])
+        return Scalar(self, self._append(arith.ConstantOp(attr)).results[0], declared if declared != name else None)
 
     def _as_index(self, value: Scalar) -> Scalar:
         """An integer or bool Scalar as i64 (what extents, widths and bounds are)."""
@@ -317,11 +381,23 @@ class FusionDefinition:
 
         return ScalarBuilder(self).cast(value, DataType.Int)
 
-    def add_output(self, t: Tensor | Scalar, stride_order: Sequence[int] | None = None,
-                   alias_input: Tensor | None = None) -> None:
-        """Marks t as a fusion output; stride_order is a REQUIREMENT on its layout.
-        alias_input: an input tensor whose buffer receives t (an in-place update, written after
-        every output is computed); as in nvFuser, such an output is not returned by `execute`."""
+    def add_output(self, output: Tensor | Scalar, alias_input: Tensor | Sequence[int] | None = None,
+                   stride_order: Sequence[int] | None = None) -> None:
+        """Marks `output` as a fusion output, with nvFuser's signatures: add_output(output,
+        alias_input=None) and add_output(output, stride_order) — a list in alias_input's place
+        is a stride order. stride_order is a REQUIREMENT on the output's layout.
+        alias_input: an input tensor whose buffer receives the output (an in-place update,
+        written after every output is computed); as in nvFuser, such an output is not returned
+        by `execute`, and the input, if it is an output too, is returned updated."""
+        t = output
+        if alias_input is not None and not isinstance(alias_input, Tensor):
+            if stride_order is not None:
+                raise TypeError(f"add_output #{len(self._outputs)}: got a stride order twice ({alias_input!r} in "
+                                "alias_input's place and stride_order=); alias_input must be an input Tensor")
+            if not isinstance(alias_input, Sequence):
+                raise TypeError(f"add_output #{len(self._outputs)}: alias_input must be an input Tensor (or, in its "
+                                f"place, a stride order: a list of ints), got {type(alias_input).__name__}")
+            alias_input, stride_order = None, alias_input
         if alias_input is not None:
             self.aliases[len(self._outputs)] = self._alias_target(t, alias_input)
         if stride_order is not None:
@@ -381,10 +457,76 @@ class FusionDefinition:
             attrs[ALIAS_INPUT] = IntegerAttr(self.aliases[k], i64)
         return attrs
 
+    @classmethod
+    def from_ir(cls, text: str) -> FusionDefinition:
+        """A finished definition of the fusion in `text` (fuser-dialect MLIR, as `print(fd)`
+        shows it): how repro scripts rebuild a fusion. Outputs written into inputs
+        (alias_input) and required output layouts come back from the IR's result attributes."""
+        from xdsl.parser import Parser
+
+        from fuser_dialect.fusion import make_context, the_fusion
+
+        module = Parser(make_context(), text).parse_module()
+        module.verify()
+        f = the_fusion(module)
+        verify_fusion(f)
+        fd = cls(f.sym_name.data)
+        fd.block, fd._module = f.body.block, module
+        fd._outputs = [(v, None) for v in f.body.block.last_op.operands]
+        for k, attrs in enumerate(f.res_attrs.data if f.res_attrs is not None else ()):
+            alias = attrs.data.get(ALIAS_INPUT)
+            if alias is not None:
+                fd.aliases[k] = alias.value.data
+        return fd
+
+    def definition(self) -> None:
+        """Class-based definitions, as in nvFuser: a subclass overrides this method to define
+        the fusion (`class MyFusion(FusionDefinition): def definition(self): ...`), and it runs
+        once, on the first use of the fusion (`execute`, `print`, ...), instead of a `with` block.
+        nvFuser's user schedules (a `schedule` method) do not apply: fuser's schedulers pick
+        every schedule (a subclass defining one is refused)."""
+        raise NotImplementedError("definition() should be implemented by a subclass of FusionDefinition")
+
+    def _define_by_subclass(self) -> bool:
+        """Runs a subclass's `definition()` if it has one and nothing is defined yet."""
+        if type(self).definition is FusionDefinition.definition or self.block.first_op is not None or self.block.args:
+            return False
+        with _DEFINE_LOCK:
+            if self._module is not None:
+                return True
+            for name in ("schedule", "multidevice_schedule"):
+                if callable(getattr(self, name, None)):
+                    raise NotImplementedError(f"{type(self).__name__}.{name}(): user schedules are not supported; "
+                                              "fuser's schedulers choose every kernel's schedule")
+            self.definition()
+            self._finalize()
+        return True
+
+    # -- inspection (nvFuser's names) -------------------------------------
+    def inputs(self) -> list[Tensor | Scalar]:
+        """The fusion's inputs, in execute's order (nvFuser returns state ids; fuser, the values)."""
+        return [Tensor(self, a) if isinstance(a.type, TensorType) else Scalar(self, a)
+                for a in self.fusion.body.block.args]
+
+    def outputs(self) -> list[Tensor | Scalar]:
+        """The fusion's outputs, in add_output's order (outputs written into an input included)."""
+        returned = self.fusion.body.block.last_op.operands
+        return [Tensor(self, v) if isinstance(v.type, TensorType) else Scalar(self, v) for v in returned]
+
+    def extents(self) -> list[tuple[int, int]]:
+        """The symbolic extents of the tensor inputs, as (input position, dim) pairs in input
+        order: the sizes known only at execution (static and broadcast dims are not listed)."""
+        return [(k, d) for k, a in enumerate(self.fusion.body.block.args) if isinstance(a.type, TensorType)
+                for d, e in enumerate(a.type.shape) if e == DYNAMIC]
+
+    def fusion_ir(self) -> str:
+        """The unscheduled fusion, as fuser-dialect MLIR (what `print(fd)` shows)."""
+        return str(self)
+
     # -- access ----------------------------------------------------------
     @property
     def module(self) -> ModuleOp:
-        if self._module is None:
+        if self._module is None and not self._define_by_subclass():
             raise RuntimeError("the fusion is not finished: leave the `with FusionDefinition()` block first")
         return self._module
 
@@ -427,6 +569,9 @@ def _order_attr(order: Sequence[int]):
 
     return DenseArrayBase.from_list(i64, list(order))
 
+
+_DEFINE_LOCK = threading.Lock()
+"""Held while a class-based definition runs (two threads may use a fusion first at once)."""
 
 ALIAS_INPUT = "fuser.alias_input"
 """Result attribute: the argument index whose buffer this output is written into (alias_input)."""

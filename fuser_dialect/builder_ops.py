@@ -2,7 +2,8 @@
 
 Each method types its result with the op's shape rule (fuser_dialect.shape_rules), so a
 bad call fails here with the rule's message, naming the op, the dims and the extents.
-Binary ops promote dtypes the way torch does (casts are inserted)."""
+Elementwise ops promote dtypes the way torch does, by one rule (fuser_dialect/promotion.py;
+casts are inserted)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from fuser_dialect.ops_factory import DimOp, FullOp, IotaOp
 from fuser_dialect.ops_gather import GatherOp, IndexSelectOp, TakeAlongAxisOp
 from fuser_dialect.ops_scatter import ScatterOp
 from fuser_dialect.ops_layout import BroadcastInDimOp, BroadcastOp, ExpandOp, PermuteOp, ReshapeOp, SqueezeOp
-from fuser_dialect import ops_matmul
+from fuser_dialect import builder_resize, ops_matmul
 from fuser_dialect.ops_random import NormalOp, RandomOp, UniformOp, is_number as _is_number
 from fuser_dialect.ops_resize import CatOp, PadOp, SliceOp
 from fuser_dialect.ops_set import SegmentSetOp, SetOp
@@ -45,58 +46,16 @@ from fuser_dialect.ops_scan import ScanKind, ScanOp, scan_result_dtype, scan_sha
 from fuser_dialect.ops_select import SelectOp, select_shape, wrap_index
 from fuser_dialect.ops_welford import WelfordOp, WelfordStat, accumulation_dtype
 from fuser_dialect.dtype_rules import (
-    COMPLEX_BINARY, COMPLEX_REDUCTION, COMPLEX_UNARY, cast_error, compute_error, promote_complex, unary_result_dtype,
+    COMPLEX_BINARY, COMPLEX_REDUCTION, COMPLEX_UNARY, COMPLEX_WHERE, cast_error, compute_error, unary_result_dtype,
 )
+from fuser_dialect.promotion import FLOAT_RANK, INT_RANK, category, promote, result_dtype
 from fuser_dialect.types import (
-    BROADCAST, COMPLEX_DTYPES, DYNAMIC, DYNAMIC_ENTRY, FP8_DTYPES, DataType, TensorType,
+    BROADCAST, COMPLEX_DTYPES, DYNAMIC, DYNAMIC_ENTRY, FP8_DTYPES, DataType, TensorType, dtype_name,
 )
-
-_FLOAT_RANK = {"bf16": 1, "f16": 1, "f32": 2, "f64": 3}
-_INT_RANK = {"i1": 0, "i32": 1, "i64": 2}
-
-
-def promote(a: str, b: str) -> str:
-    """torch-like promotion of two tensor dtypes."""
-    if a == b:
-        return a
-    if a in COMPLEX_DTYPES or b in COMPLEX_DTYPES:
-        return promote_complex(a, b)
-    fa, fb = a in _FLOAT_RANK, b in _FLOAT_RANK
-    if fa and fb:
-        if {a, b} == {"f16", "bf16"}:
-            return "f32"
-        return max(a, b, key=_FLOAT_RANK.__getitem__)
-    if fa or fb:
-        return a if fa else b
-    return max(a, b, key=_INT_RANK.__getitem__)
-
-
-def _scalar_kind(value: object) -> str:
-    if isinstance(value, Scalar):
-        return value.dtype
-    if isinstance(value, bool):
-        return "i1"
-    if isinstance(value, int):
-        return "i64"
-    if isinstance(value, float):
-        return "f64"
-    raise TypeError(f"expected a Tensor, Scalar or Python number, got {type(value).__name__}")
-
-
-def _category(dtype: str) -> int:
-    if dtype in COMPLEX_DTYPES:
-        return 3
-    return 2 if dtype in _FLOAT_RANK else 1 if dtype in ("i32", "i64") else 0
-
-
-def _computed(dtype: str) -> str:
-    """The dtype a tensor computes in: fp8 is storage only and computes in f32."""
-    return "f32" if dtype in FP8_DTYPES else dtype
-
 
 def _scalar_type(dtype: str):
     """The IR type of a scalar operand or fill value for tensors of `dtype`."""
-    if dtype in _FLOAT_RANK or dtype in FP8_DTYPES or dtype in COMPLEX_DTYPES:
+    if dtype in FLOAT_RANK or dtype in FP8_DTYPES or dtype in COMPLEX_DTYPES:
         return Float64Type()
     return i1 if dtype == "i1" else i64
 
@@ -108,31 +67,16 @@ def _check_compute(title: str, kind: str, dtype: str, supported: tuple[str, ...]
 
 
 def _common_dtype(values: Sequence[object]) -> str:
-    """The dtype a mix of tensors, Scalars and Python numbers computes in, as nvFuser promotes:
-    tensors promote among themselves; a Scalar (an input or a constant of a fusion) joins them
-    only from a higher category (i32 tensor * f64 Scalar is f64) and decides alone where there is
-    no tensor (where(c, s1, s2) has the Scalars' dtype); a Python number only lifts the category,
-    to torch's defaults (f32, i64), as torch's wrapped numbers do (i32 tensor + 0.5 is f32)."""
-    tensors = [_computed(v.type.dtype) for v in values if isinstance(v, Tensor)]
-    scalars = [v.dtype for v in values if isinstance(v, Scalar)]
-    numbers = [_scalar_kind(v) for v in values if not isinstance(v, (Tensor, Scalar))]
-    dtype = None
-    for d in tensors or scalars:
-        dtype = d if dtype is None else promote(dtype, d)
-    for d in scalars if tensors else ():
-        if _category(d) > _category(dtype):
-            dtype = promote(dtype, d)
-    for d in numbers:
-        if dtype is None or _category(d) > _category(dtype):
-            dtype = "f32" if d == "f64" else d  # a Python int is i64, a bool i1
-    return dtype
+    """The dtype a mix of tensors, Scalars and Python numbers computes in: torch's promotion,
+    one rule for every op (fuser_dialect/promotion.py)."""
+    return result_dtype(values)
 
 
 def _binary_dtype(kind: BinaryKind, values: Sequence[object]) -> str:
     """The dtype `kind`'s operands compute in; a TypeError (as torch) for dtypes it cannot take."""
     dtype = _common_dtype(values)
     _check_compute(str(kind), kind, dtype, COMPLEX_BINARY)
-    if kind in FLOAT_ONLY_BINARY and dtype in _INT_RANK:
+    if kind in FLOAT_ONLY_BINARY and dtype in INT_RANK:
         dtype = "f32"  # as torch: atan2 of integers and bools is a float
     error = binary_operand_error(kind, dtype)
     if error is not None:
@@ -156,6 +100,12 @@ def _with_a_scalar(op: str, *operands: object) -> tuple[object, ...]:
         shown = ", ".join(type(v).__name__ for v in operands)
         raise TypeError(f"{op}: needs a Tensor or Scalar operand, got {shown}")
     return operands
+
+
+def _complex_scalars(*values: object) -> bool:
+    """Whether some operand is a complex Scalar (or a Python complex): such ops run on 0-d
+    tensors (fuser_dialect/builder.py Scalar.zero_dim)."""
+    return any(isinstance(v, complex) or (isinstance(v, Scalar) and v.zero_dim is not None) for v in values)
 
 
 def _is_size_of(e: object, arg: Tensor, dim: int) -> bool:
@@ -211,7 +161,23 @@ class Ops(CompositeOps, NormOps):
         return self.fd._scalar(v, i64).value if isinstance(v, Scalar) else static_int(v, what)
 
     # -- elementwise ------------------------------------------------------------
+    def _zero_dim(self, v: object, dtype: str | None = None) -> object:
+        """A complex Scalar or Python complex as a 0-d tensor (cast to `dtype` if given); any other
+        operand as it is."""
+        if isinstance(v, complex):
+            v = self.fd.define_scalar(v)
+        z = v.zero_dim if isinstance(v, Scalar) else None
+        if z is None:
+            return v
+        return self.cast(z, DataType(dtype)) if dtype is not None else z
+
+    def _as_scalar(self, result: Tensor) -> Scalar:
+        """The 0-d result of an op on complex Scalars only, as a Scalar again."""
+        return Scalar(self.fd, result.value)
+
     def cast(self, arg: Tensor, dtype: DataType) -> Tensor:
+        if isinstance(arg, Scalar) and arg.zero_dim is not None:
+            return self._as_scalar(self.cast(arg.zero_dim, dtype))
         if isinstance(arg, Scalar):
             return ScalarBuilder(self.fd).cast(arg, dtype)
         arg = self._tensor(arg, "cast: arg")
@@ -224,6 +190,8 @@ class Ops(CompositeOps, NormOps):
         return self._emit(CastOp(arg.value, arg.type.without_layout().with_dtype(dtype.value)))
 
     def _unary(self, kind: UnaryKind, arg: Tensor) -> Tensor:
+        if isinstance(arg, Scalar) and arg.zero_dim is not None:
+            return self._as_scalar(self._unary(kind, arg.zero_dim))
         if isinstance(arg, Scalar):
             return ScalarBuilder(self.fd).unary(str(kind), arg)
         arg = self._tensor(arg, f"{kind}: arg")
@@ -232,9 +200,10 @@ class Ops(CompositeOps, NormOps):
         if kind == UnaryKind.REAL and arg.type.dtype not in COMPLEX_DTYPES:
             return arg  # torch.real of a real tensor is the tensor
         _check_compute(str(kind), kind, arg.type.dtype, COMPLEX_UNARY)
-        if kind in FLOAT_ONLY_UNARY and arg.type.dtype not in _FLOAT_RANK:
+        real = arg.type.dtype not in COMPLEX_DTYPES  # complex kinds (checked above) take complex as it is
+        if kind in FLOAT_ONLY_UNARY and real and arg.type.dtype not in FLOAT_RANK:
             arg = self.cast(arg, DataType.Float)
-        if kind in FLOAT_INPUT_UNARY and arg.type.dtype not in _FLOAT_RANK:
+        if kind in FLOAT_INPUT_UNARY and real and arg.type.dtype not in FLOAT_RANK:
             raise TypeError(f"{kind}: arg must be a floating-point tensor, got {arg.type.dtype}")
         out = arg.type.without_layout()
         out = out.with_dtype("i1" if kind in BOOL_RESULT_UNARY else unary_result_dtype(kind, out.dtype))
@@ -249,7 +218,7 @@ class Ops(CompositeOps, NormOps):
         dtype = dtype or _common_dtype(values)
         rank = max(t.ndim for t in tensors)
         operands = []
-        for v in values:
+        for v in (self._zero_dim(v) for v in values):
             if isinstance(v, Tensor):
                 operands.append(self._to_rank(self.cast(v, DataType(dtype)), rank).value)
             else:
@@ -262,6 +231,9 @@ class Ops(CompositeOps, NormOps):
         return self.broadcast(t, [True] * rank) if t.ndim == 0 and rank else t
 
     def _binary(self, kind: BinaryKind, a: object, b: object) -> Tensor:
+        if not isinstance(a, Tensor) and not isinstance(b, Tensor) and _complex_scalars(a, b):
+            dtype = _binary_dtype(kind, [a, b])  # as Scalars promote, then computed on 0-d tensors
+            return self._as_scalar(self._binary(kind, *(self._zero_dim(v, dtype) for v in (a, b))))
         if not isinstance(a, Tensor) and not isinstance(b, Tensor):
             return ScalarBuilder(self.fd).binary(str(kind), *_with_a_scalar(str(kind), a, b))
         dtype, (lhs, rhs) = self._operands([a, b], _binary_dtype(kind, [a, b]))
@@ -271,6 +243,10 @@ class Ops(CompositeOps, NormOps):
         return self._emit(BinaryOp(kind, lhs, rhs, out))
 
     def where(self, cond: object, x: object, y: object) -> Tensor:
+        if _complex_scalars(cond, x, y):  # as Scalars promote, then computed on 0-d tensors
+            dtype = _common_dtype([x, y])
+            result = self.where(self._zero_dim(cond), *(self._zero_dim(v, dtype) for v in (x, y)))
+            return result if any(isinstance(v, Tensor) for v in (cond, x, y)) else self._as_scalar(result)
         if not any(isinstance(v, Tensor) for v in (cond, x, y)):
             return ScalarBuilder(self.fd).where(*_with_a_scalar("where", cond, x, y))
         if isinstance(cond, Tensor) and cond.type.dtype != "i1":
@@ -289,18 +265,20 @@ class Ops(CompositeOps, NormOps):
         types = [v.type for v in (cond_value, xv, yv) if isinstance(v.type, TensorType)]
         if not types:
             raise TypeError("where: at least one operand must be a Tensor")
-        _check_compute("where", "where", dtype, ())
+        _check_compute("where", "where", dtype, COMPLEX_WHERE)
         dims = rules.elementwise("fuser.where", types)
         return self._emit(WhereOp(cond_value, xv, yv, TensorType(dtype, dims)))
 
     # -- reductions ---------------------------------------------------------------
     def _reduction(self, kind: ReductionKind, arg: Tensor, dims, keepdim: bool, dtype: DataType | None) -> Tensor:
         arg = self._tensor(arg, f"{kind}: arg")
-        if dtype is not None:
+        if isinstance(dims, DataType) and dtype is None:  # nvFuser's overload sum(arg, dtype): every dim
+            dims, dtype = None, dims
+        if dtype is not None and DataType(dtype) is not DataType.Null:  # Null: keep arg's dtype (nvFuser)
             arg = self.cast(arg, dtype)
         elif arg.type.dtype in FP8_DTYPES:
             arg = self.cast(arg, DataType.Float)
-        elif kind in (ReductionKind.SUM, ReductionKind.PROD) and _category(arg.type.dtype) < 2:
+        elif kind in (ReductionKind.SUM, ReductionKind.PROD) and category(arg.type.dtype) < 2:
             arg = self.cast(arg, DataType.Int)  # as torch and nvFuser: bool/integer sums are i64
         _check_compute(str(kind), kind, arg.type.dtype, COMPLEX_REDUCTION)
         # No dims (None or []) reduce every dim, as torch.sum(t) does.
@@ -342,7 +320,7 @@ class Ops(CompositeOps, NormOps):
     def _welford_args(self, name: str, arg: object, dims) -> tuple[Tensor, list[int]]:
         """The checked input and its sorted reduced dims (None or [] reduce every dim, as torch)."""
         arg = self._tensor(arg, f"{name}: arg")
-        if arg.type.dtype not in _FLOAT_RANK:
+        if arg.type.dtype not in FLOAT_RANK:
             raise TypeError(f"{name}: arg must be a floating-point tensor, got {arg.type.dtype}")
         axes = _norm_dims(name, [] if dims is None else dims, arg.ndim)
         return arg, axes or list(range(arg.ndim))
@@ -505,7 +483,9 @@ class Ops(CompositeOps, NormOps):
         fill = self.fd._scalar(0 if value is None else value, _scalar_type(arg.type.dtype))
         return self._emit(PadOp(arg.value, widths, fill.value, TensorType(arg.type.dtype, dims)))
 
-    def slice(self, arg: Tensor, start_indices, end_indices, strides=None) -> Tensor:
+    def slice(self, arg: Tensor, start_indices, end_indices, strides=None, manual_normalization=False) -> Tensor:
+        """torch's slicing per dim (negative bounds count from the end, bounds are clamped).
+        manual_normalization=True promises normalized bounds (fuser_dialect/builder_resize.py)."""
         arg = self._tensor(arg, "slice: arg")
         n = arg.ndim
         strides = list(strides) if strides is not None else [1] * n
@@ -517,14 +497,20 @@ class Ops(CompositeOps, NormOps):
         bounds: list[int | SSAValue] = []
         for s, e in zip(start_indices, end_indices):
             bounds += [self._int(s, "slice start"), self._int(e, "slice end")]
+        if manual_normalization:
+            builder_resize.check_normalized(arg, bounds[0::2], bounds[1::2])
         static = [DYNAMIC_ENTRY if isinstance(b, SSAValue) else b for b in bounds]
         dims = rules.slice_("fuser.slice", arg.type, static, strides)
         return self._emit(SliceOp(arg.value, bounds, strides, TensorType(arg.type.dtype, dims)))
 
-    def cat(self, tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    def cat(self, tensors: Sequence[Tensor], dim: int = 0, manual_padding: bool = False) -> Tensor:
+        """torch.cat. manual_padding=True: each input is a pad along `dim` of one tensor to the
+        whole output (nvFuser's flag; fuser_dialect/builder_resize.py)."""
         tensors = [self._tensor(t, f"cat: tensors[{k}]") for k, t in enumerate(tensors)]
         if not tensors:
             raise ValueError("cat: needs at least one tensor")
+        if manual_padding:
+            return self.cat(builder_resize.padded_sources(tensors, _norm_dim("fuser.cat", dim, tensors[0].ndim)), dim)
         dtype = tensors[0].type.dtype
         for t in tensors[1:]:
             dtype = promote(dtype, t.type.dtype)
@@ -644,6 +630,9 @@ class Ops(CompositeOps, NormOps):
             dims.append(d)
             if v is not None:
                 extents.append(v)
+        if _complex_scalars(fill_value):
+            fill = self._zero_dim(fill_value, dtype.value)
+            return self.broadcast_in_dim(fill, shape, []) if dims else fill
         fill = self.fd._scalar(fill_value, _scalar_type(dtype.value))
         return self._emit(FullOp(extents, fill.value, TensorType(dtype.value, dims)))
 
@@ -685,7 +674,7 @@ class Ops(CompositeOps, NormOps):
                 dtype) -> Tensor:
         name = op_type.name
         dtype = DataType(dtype)
-        if dtype.value not in _FLOAT_RANK:
+        if dtype.value not in FLOAT_RANK:
             raise ValueError(f"{name}: dtype {dtype.name}: random distributions only create floating point tensors "
                              "(Double, Float, Half, BFloat16)")
         parameters = [self._random_parameter(name, what, v) for what, v in (first, second)]
@@ -694,7 +683,7 @@ class Ops(CompositeOps, NormOps):
         return self._emit(op_type(extents, *parameters, seed, offset, TensorType(dtype.value, dims)))
 
     def _random_parameter(self, name: str, what: str, value: object) -> SSAValue:
-        if isinstance(value, Scalar) and value.dtype in ("f64", "f32", "i64", "i32"):
+        if isinstance(value, Scalar) and dtype_name(value.value.type) in ("f64", "f32", "i64", "i32"):
             return value.value
         if not _is_number(value):
             raise TypeError(f"{name}: {what} must be a number or a numeric Scalar, got {value!r}")
@@ -767,23 +756,46 @@ class Ops(CompositeOps, NormOps):
     def embedding_fwd(self, input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, norm_type=None,
                       scale_grad_by_freq=None, sparse=None) -> Tensor:
         """torch.nn.functional.embedding: weight rows gathered by `input`, shaped input.shape + [D].
-        padding_idx, scale_grad_by_freq and sparse only change the backward; they are accepted."""
+        padding_idx, scale_grad_by_freq and sparse only change the backward; they are accepted.
+        max_norm (a number or Scalar; norm_type, default 2.0, too): each gathered row whose
+        norm_type-norm exceeds max_norm is scaled by max_norm / (norm + 1e-7), torch's values.
+        Unlike torch, `weight` itself is NOT renormalised in place (torch's embedding writes the
+        scaled rows back into it): a fusion does not write its inputs unless told to."""
         input = self._tensor(input, "embedding_fwd: input")
         weight = self._tensor(weight, "embedding_fwd: weight")
-        if max_norm is not None:
-            raise NotImplementedError(
-                "embedding_fwd: max_norm is not supported: it renormalises the gathered rows of `weight` "
-                "in place, and a fusion does not write its inputs; normalise the rows before the fusion"
-            )
         if weight.ndim != 2:
             raise ValueError(f"embedding_fwd: weight must be 2-D [num_embeddings, D], got {weight.type.describe()}")
         if input.type.dtype not in ("i64", "i32"):
             raise TypeError(f"embedding_fwd: input must hold integer indices, got {input.type.dtype}")
         flat = self.reshape(input, [-1]) if input.ndim != 1 else input
         rows = self.index_select(weight, flat, 0)
+        if max_norm is not None:
+            rows = self._renormed(rows, max_norm, 2.0 if norm_type is None else norm_type)
         if input.ndim == 1:
             return rows
         return self.reshape(rows, [*self.shape(input), self.size(weight, 1)])
+
+
+    def _renormed(self, rows: Tensor, max_norm: object, norm_type: object) -> Tensor:
+        """`rows` [N, D] with each row of p-norm (p = norm_type) above max_norm scaled by
+        max_norm / (norm + 1e-7), as torch.embedding_renorm_ does (computed in f32, f64 for f64)."""
+        dtype = rows.type.dtype
+        if dtype not in FLOAT_RANK:
+            raise TypeError(f"embedding_fwd: max_norm needs a floating-point weight, got {dtype}")
+        x = self.cast(rows, DataType.Double if dtype == "f64" else DataType.Float)
+        if isinstance(norm_type, Scalar):  # known at run time: the inf-norm chosen then
+            p_norm = self.pow(self.sum(self.pow(self.abs(x), norm_type), [1], keepdim=True), self.reciprocal(norm_type))
+            norm = self.where(self.eq(norm_type, float("inf")), self.max(self.abs(x), [1], keepdim=True), p_norm)
+        elif norm_type == float("inf"):
+            norm = self.max(self.abs(x), [1], keepdim=True)
+        elif norm_type == 2:
+            norm = self.sqrt(self.sum(self.mul(x, x), [1], keepdim=True))
+        elif norm_type == 1:
+            norm = self.sum(self.abs(x), [1], keepdim=True)
+        else:
+            norm = self.pow(self.sum(self.pow(self.abs(x), float(norm_type)), [1], keepdim=True), 1.0 / norm_type)
+        scale = self.where(self.gt(norm, max_norm), self.div(max_norm, self.add(norm, 1e-7)), 1.0)
+        return self.cast(self.mul(x, scale), DataType(dtype))
 
 
 def _make_unary(kind: UnaryKind):

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from fuser_dialect.types import COMPLEX_DTYPES, COMPLEX_PART, FP8_DTYPES
 
-COMPLEX_UNARY = ("neg", "abs", "real", "imag", "isreal")
+COMPLEX_UNARY = ("neg", "abs", "real", "imag", "isreal", "rsqrt")
 COMPLEX_BINARY = ("add", "sub", "mul", "div", "eq", "ne")
 COMPLEX_REDUCTION = ("sum",)
+COMPLEX_WHERE = ("where",)
 _PART_RESULT = ("abs", "real", "imag")
 """On a complex input these give the real dtype of its parts."""
 

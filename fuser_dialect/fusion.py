@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func
+from xdsl.dialects.complex import Complex
 from xdsl.dialects.builtin import Builtin, DenseArrayBase, DictionaryAttr, ModuleOp, i64
 from xdsl.utils.exceptions import VerifyException
 
@@ -24,6 +25,7 @@ def make_context() -> Context:
     ctx.load_dialect(Builtin)
     ctx.load_dialect(func.Func)
     ctx.load_dialect(arith.Arith)
+    ctx.load_dialect(Complex)  # complex.constant: the fill value of a complex Scalar constant
     ctx.load_dialect(Fuser)
     return ctx
 

@@ -12,7 +12,9 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import Float32Type, Float64Type, IntegerType
 
-from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType, dtype_of_numpy, format_dims, numpy_dtype
+from fuser_dialect.types import (
+    BROADCAST, COMPLEX_DTYPES, DYNAMIC, TensorType, dtype_of_numpy, format_dims, numpy_dtype,
+)
 
 
 def arg_label(f: func.FuncOp, i: int) -> str:
@@ -101,7 +103,11 @@ def to_numpy(value):
 
 def check_tensor(f: func.FuncOp, i: int, value: object, t: TensorType):
     """The input itself when valid: a numpy array, or a torch tensor left where it is (a CUDA
-    tensor is used in place by the cuda backend; the others copy what they need)."""
+    tensor is used in place by the cuda backend; the others copy what they need). A 0-d complex
+    input also takes a Python number: it is how a complex Scalar input is carried."""
+    if t.rank == 0 and t.dtype in COMPLEX_DTYPES and isinstance(value, (int, float, complex, np.number)) \
+            and not isinstance(value, (bool, np.bool_)):
+        return np.asarray(value, dtype=numpy_dtype(t.dtype))
     if not isinstance(value, np.ndarray) and not is_torch_tensor(value):
         raise TypeError(f"{arg_label(f, i)}: expected a numpy array or torch tensor, got {type(value).__name__}")
     got = _dtype_name(value)

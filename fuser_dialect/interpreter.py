@@ -18,6 +18,7 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.ir import Operation, SSAValue
 
+from fuser_dialect import philox
 from fuser_dialect.extents import ExtentError, ExtentPlan, evaluate_extents, runtime_arguments
 from fuser_dialect.float8 import FORMATS, from_fp8, is_fp8_array, to_fp8
 from fuser_dialect.inputs import check_inputs, to_numpy
@@ -82,7 +83,9 @@ class ReferenceInterpreter:
         evaluate_extents(plan, *runtime_arguments(plan, args))
         env: dict[SSAValue, Value] = dict(zip(self.fusion.body.block.args, args))
         last_use = self._last_uses()
-        with np.errstate(all="ignore"):
+        # Unseeded random ops (`seeded` False) draw their (seed, offset) pairs once per execution.
+        draws = sum(1 for op in self.fusion.body.block.ops if getattr(op, "seeded", True) is False)
+        with np.errstate(all="ignore"), philox.execution_states(draws):
             for op in self.fusion.body.block.ops:
                 if isinstance(op, func.ReturnOp):
                     return [env[v] for v in op.arguments]

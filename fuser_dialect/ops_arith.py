@@ -84,6 +84,7 @@ SCALAR_FNS: dict[type[Operation], ScalarFn] = {
     arith.AndIOp: ScalarFn(operator.and_),
     arith.OrIOp: ScalarFn(operator.or_),
     arith.XOrIOp: ScalarFn(operator.xor),
+    arith.BitcastOp: ScalarFn(lambda a: int(np.float64(a).view(np.int64))),  # f64 -> i64 (scalar signbit)
 }
 """The semantics of each arith op on scalars, shared by both users below."""
 

@@ -36,7 +36,7 @@ from fuser_dialect import inverse_erf
 from fuser_dialect import shape_rules as rules
 from fuser_dialect.canonicalization import CastCanonicalization
 from fuser_dialect.dtype_rules import (
-    COMPLEX_BINARY, COMPLEX_REDUCTION, COMPLEX_UNARY, cast_error, compute_error, unary_result_dtype,
+    COMPLEX_BINARY, COMPLEX_REDUCTION, COMPLEX_UNARY, COMPLEX_WHERE, cast_error, compute_error, unary_result_dtype,
 )
 from fuser_dialect.extents import ExtentError, ExtentPlan, Flags, Shape, Step, describe, plan_same_shape
 from fuser_dialect.interpreter import InterpreterError, Value, cast_array, compute_dtype, dtype_of, result_dtype
@@ -44,7 +44,7 @@ from fuser_dialect.op_base import check_result, tensor_type
 from fuser_dialect.op_table import (
     DimTie, Dims, TypeOf, follow_ties, op_title, register, result_dims, same_dims, same_position,
 )
-from fuser_dialect.types import FLOAT_DTYPES, INT_DTYPES, TensorType, dtype_name, is_scalar_type
+from fuser_dialect.types import COMPLEX_DTYPES, FLOAT_DTYPES, INT_DTYPES, TensorType, dtype_name, is_scalar_type
 
 
 class UnaryKind(StrEnum):
@@ -244,7 +244,7 @@ class UnaryOp(IRDLOperation):
     def verify_(self) -> None:
         t = tensor_type(self, self.input, "input")
         _raise_if(compute_error(f"{self.name} {self.op_kind}", self.op_kind, t.dtype, COMPLEX_UNARY))
-        if self.op_kind in FLOAT_INPUT_UNARY and t.dtype not in FLOAT_DTYPES:
+        if self.op_kind in FLOAT_INPUT_UNARY and t.dtype not in FLOAT_DTYPES and t.dtype not in COMPLEX_DTYPES:
             raise VerifyException(f"{self.name} {self.op_kind}: needs a floating-point input, got {t.dtype}")
         dtype = "i1" if self.op_kind in BOOL_RESULT_UNARY else unary_result_dtype(self.op_kind, t.dtype)
         check_result(self, t.shape, dtype, f"{self.name} {self.op_kind}")
@@ -310,7 +310,7 @@ class WhereOp(IRDLOperation):
                 f"{self.name}: values have dtypes {_dtype(self.lhs)} and {_dtype(self.rhs)}; cast one of them first"
             )
         dtype = value_tensors[0].dtype if value_tensors else self.result.type.dtype
-        _raise_if(compute_error(self.name, "where", dtype, ()))
+        _raise_if(compute_error(self.name, "where", dtype, COMPLEX_WHERE))
         check_result(self, result_dims(self), dtype)
 
 
@@ -432,9 +432,12 @@ def _join_extents(op: Operation, shape: Shape, flags: Flags, s: Shape, f: Flags,
         elif new_shape[d] != s[d]:
             operands = [v for v in op.operands if isinstance(v.type, TensorType)]
             shown = ", ".join(f"{describe(v)} = {list(S[t])}" for v, t in zip(operands, tensors))
+            hint = (f"; a dim of extent 1 broadcasts only when the definition says so: declare it 1 in "
+                    f"define_tensor (shape=[..., 1, ...]) or broadcast it, as a `-1` dim never broadcasts"
+                    if 1 in (new_shape[d], s[d]) else "")
             raise ExtentError(
                 f"{op_title(op)}: dim {d} has extents {new_shape[d]} and {s[d]} at run time, which "
-                f"neither match nor broadcast (operands {shown})"
+                f"neither match nor broadcast (operands {shown}){hint}"
             )
     return tuple(new_shape), tuple(new_flags)
 

@@ -6,7 +6,8 @@ shape rule, reference semantics, run-time extent planner, layout rule and dim ru
 from __future__ import annotations
 
 import numpy as np
-from xdsl.dialects.builtin import I64, IntegerAttr, i64
+from xdsl.dialects import complex as cplx
+from xdsl.dialects.builtin import I64, ComplexType, Float64Type, IntegerAttr, i64
 from xdsl.ir import SSAValue
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, prop_def, result_def, traits_def, var_operand_def
 from xdsl.traits import Pure
@@ -17,7 +18,7 @@ from fuser_dialect.extents import ExtentError, ExtentPlan, Step, declared_shape,
 from fuser_dialect.interpreter import Value, cast_array, result_dtype, result_shape
 from fuser_dialect.op_base import AlongDim, tensor_type
 from fuser_dialect.op_table import DimTie, Dims, NotApplicable, TypeOf, extent_operand_ties, no_links, register
-from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType, is_scalar_type
+from fuser_dialect.types import BROADCAST, COMPLEX_DTYPES, DYNAMIC, TensorType, is_scalar_type
 
 
 @irdl_op_definition
@@ -86,9 +87,15 @@ class FullOp(IRDLOperation):
                 f"{self.name}: result {t.describe()} has {n} dynamic extent(s) but "
                 f"{len(self.extents)} extent operand(s) were given (one per `?`)"
             )
-        if not is_scalar_type(self.value.type):
+        if not is_scalar_type(self.value.type) and self.value.type != _COMPLEX_FILL:
             raise VerifyException(f"{self.name}: fill value must be a scalar, got {self.value.type}")
+        if self.value.type == _COMPLEX_FILL and t.dtype not in COMPLEX_DTYPES:
+            raise VerifyException(f"{self.name}: a complex fill value needs a complex result, got {t.describe()}")
 
+
+_COMPLEX_FILL = ComplexType(Float64Type())
+"""The type of a complex fill value: a `complex.constant` (how a complex Scalar constant is made,
+fuser_dialect/builder.py _complex_scalar)."""
 
 OPS = [IotaOp, FullOp, DimOp]
 """The ops of this family, in the order the dialect lists them."""
@@ -210,3 +217,30 @@ register(
     layout=no_links,
     dim_ties=_full_ties,
 )
+
+
+# --- complex.constant (the fill value of a complex Scalar constant) ------------------------------
+
+
+def _complex_value(op: cplx.ConstantOp) -> complex:
+    real, imag = (a.value.data for a in op.value.data)  # type: ignore[attr-defined]
+    return complex(real, imag)
+
+
+def _interpret_complex_constant(op: cplx.ConstantOp, args: list[Value]) -> Value:
+    return np.complex128(_complex_value(op))
+
+
+def _plan_complex_constant(op: cplx.ConstantOp, plan: ExtentPlan) -> Step:
+    out, value = plan.result_slot(op), _complex_value(op)
+
+    def step(S, B, V, R):
+        V[out] = value
+
+    return step
+
+
+_scalar_only = NotApplicable("a complex constant: no tensor result")
+register(cplx.ConstantOp, shape=_scalar_only, interpret=_interpret_complex_constant,
+         plan_extents=_plan_complex_constant, layout=_scalar_only, dim_ties=_scalar_only,
+         emitted=NotApplicable("kernels spell it as a literal (lowering/emit_cuda.py)"))

@@ -110,7 +110,7 @@ _FORMAT = ("`[` $extents `]` ${a} `,` ${b} (`seed` $rng_seed^ `offset` $rng_offs
 
 @irdl_op_definition
 class UniformOp(RandomOp):
-    """Uniform values in [low, high) (f16/bf16 may round up to high)."""
+    """Uniform values in [low, high), also after rounding to the result dtype."""
 
     name = "fuser.uniform"
     PARAMETERS: ClassVar[tuple[str, str]] = ("low", "high")
@@ -175,7 +175,19 @@ def sample(op: RandomOp, count: int, seed: int, offset: int, params: tuple[float
     dtype = result_dtype(op)
     wide = dtype == "f64"
     units = (philox.uniform_units if op.DISTRIBUTION == "uniform" else philox.normal_units)(seed, offset, count, wide)
-    return cast_array(philox.affine(units, params[0], params[1], op.DISTRIBUTION), dtype)
+    values = cast_array(philox.affine(units, params[0], params[1], op.DISTRIBUTION), dtype)
+    return below_high(values, dtype, params, units.dtype.type) if op.DISTRIBUTION == "uniform" else values
+
+
+def below_high(values: np.ndarray, dtype: str, params: tuple[float, float], compute) -> np.ndarray:
+    """Uniform values in [low, high) after rounding to their dtype: a value that rounded up to
+    high, or past it (f16/bf16, or f32 over a wide range), becomes low rounded to the dtype, as in
+    the kernels (compared in the compute type: f32, f64 for f64 results)."""
+    low, high = compute(params[0]), compute(params[1])
+    above = values.astype(compute) >= high
+    if above.any():
+        values[above] = cast_array(np.asarray(low), dtype)
+    return values
 
 
 def _interpret(op: RandomOp, args: list[Value]) -> Value:
@@ -185,7 +197,7 @@ def _interpret(op: RandomOp, args: list[Value]) -> Value:
     if op.seeded:
         seed, offset = int(args[n + 2]), int(args[n + 3])
     else:
-        ((seed, offset),) = philox.draw_states(1)
+        seed, offset = philox.next_state()
     return sample(op, int(np.prod(shape, dtype=np.int64)), seed, offset, params).reshape(shape)
 
 

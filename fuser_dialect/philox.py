@@ -10,19 +10,28 @@ block, the grid, the vector width or which kernel computes it:
   element count: an offset selects a stream.
 - uniform f32/f16/bf16: subsequence i // 4, word i % 4; u = (word >> 8) * 2**-24, exact in
   f32 and in [0, 1). The value is lo + (hi - lo) * u computed in f32 (each operation rounded,
-  never fused), then rounded to f16/bf16 — which may round up to hi.
+  never fused), then rounded to f16/bf16; a value that rounded to hi or past it is lo (rounded),
+  so results lie in [lo, hi) in their dtype (as nvFuser, which maps the rounded hi to lo).
 - uniform f64: subsequence i // 2, words 2(i % 2) and 2(i % 2) + 1 give 53 bits; the same
   formula in f64.
 - normal (Box-Muller, cosine branch): f32/f16/bf16 subsequence i // 2, words 2(i % 2) and
   2(i % 2) + 1 give u1, u2 as above (f32); f64 subsequence i, words (0, 1) and (2, 3) give
-  53-bit u1, u2. z = sqrt(-2 log(1 - u1)) cos(2 pi u2) (1 - u1 is in (0, 1]: no log(0)),
-  value = mean + std * z. libm and numpy may differ by an ulp here.
+  53-bit u1, u2. z = sqrt(-2 log(1 - u1)) cos(2 pi u2), computed in f64 (1 - u1 is in (0, 1]:
+  no log(0)) and rounded once to f32 for f32/f16/bf16; value = mean + std * z in that dtype.
+  log and cos are not libm's (whose last bit differs between numpy, glibc and CUDA) but written
+  out here (`log_unit`, `cos_two_pi`: exact range reduction, then series, every operation
+  rounded once) and identically in the kernel header, so normal values, like uniform ones, are
+  bit-identical between the reference and the cpu backend (and the GPU: _rn intrinsics, no FMA).
 
-Without a seed and offset, a random op draws both once per execution (`draw_states`; one
-pair per unseeded op, in program order, on every backend alike), so successive executions
-differ. They come from torch's default generator when torch is loaded (as torch's own random
-ops, they advance it, and after `torch.manual_seed(s)` a run repeats), else — or once
-`manual_seed` was called — from fuser's own numpy generator, seeded from the OS at first use.
+Without a seed and offset, a random op gets (seed, offset) per execution as in nvFuser: one
+seed and a first offset per execution, op k (the unseeded ops in program order) uses
+(seed, first + k), on every backend alike, so successive executions differ. Where they come from:
+- torch with CUDA initialized: exactly nvFuser's progression on the default CUDA generator —
+  seed = its seed, first = its Philox offset // 4, and the offset advances by 4 per op;
+- torch on the host: seed = torch.initial_seed(), first = one draw from torch's default
+  generator (it has no Philox offset), so after `torch.manual_seed(s)` a run repeats;
+- without torch, or after `philox.manual_seed(s)`: fuser's own (seed, offset) counter,
+  seed s (or one from the OS), first offset 0, advancing by the op count per execution.
 """
 
 from __future__ import annotations
@@ -37,8 +46,6 @@ _M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
 _W0, _W1 = 0x9E3779B9, 0xBB67AE85
 ROUNDS = 10
 
-TWO_PI_F32 = np.float32(6.2831853071795864769)
-TWO_PI_F64 = np.float64(6.2831853071795864769)
 
 
 def as_u64(value: int) -> int:
@@ -92,14 +99,68 @@ def normal_units(seed: int, offset: int, count: int, wide: bool) -> np.ndarray:
     i = np.arange(count, dtype=np.uint64)
     if wide:
         w = philox4x32(seed, offset, i)
-        u1, u2, two_pi, one = _unit_f64(w[0], w[1]), _unit_f64(w[2], w[3]), TWO_PI_F64, np.float64(1)
+        u1, u2 = _unit_f64(w[0], w[1]), _unit_f64(w[2], w[3])
     else:
         words = philox4x32(seed, offset, i >> np.uint64(1))
         pair = (i & np.uint64(1)).astype(np.intp) * 2
         u1, u2 = _unit_f32(_pick(words, pair)), _unit_f32(_pick(words, pair + 1))
-        two_pi, one = TWO_PI_F32, np.float32(1)
-    radius = np.sqrt(-2 * np.log(one - u1)).astype(u1.dtype)
-    return radius * np.cos(two_pi * u2)
+    radius = np.sqrt(-2.0 * log_unit(1.0 - u1.astype(np.float64)))
+    return (radius * cos_two_pi(u2.astype(np.float64))).astype(u1.dtype)
+
+
+# --- log and cos of the Box-Muller step, written out (see the module doc) ------------------------
+
+LN2_HI, LN2_LO = 0.6931471803691238, 1.9082149292705877e-10
+"""ln 2 = LN2_HI + LN2_LO; LN2_HI has trailing zero bits, so e * LN2_HI is exact for |e| < 2**11."""
+SQRT_HALF = 0.7071067811865476
+HALF_PI = 1.5707963267948966
+LOG_SERIES = (0.3333333333333333, 0.2, 0.14285714285714285, 0.1111111111111111, 0.09090909090909091,
+              0.07692307692307693, 0.06666666666666667, 0.058823529411764705, 0.05263157894736842,
+              0.047619047619047616)
+"""1 / (2k + 1), k = 1..10: log(m) = 2 atanh(s) = 2s (1 + s^2/3 + s^4/5 + ...), s = (m - 1) / (m + 1)."""
+COS_SERIES = (-0.5, 0.041666666666666664, -0.001388888888888889, 2.48015873015873e-05, -2.755731922398589e-07,
+              2.08767569878681e-09, -1.1470745597729725e-11, 4.779477332387385e-14, -1.5619206968586225e-16,
+              4.110317623312165e-19)
+"""(-1)^n / (2n)!, n = 1..10 (|theta| <= pi/4: the next term is below 1e-22)."""
+SIN_SERIES = (-0.16666666666666666, 0.008333333333333333, -0.0001984126984126984, 2.7557319223985893e-06,
+              -2.505210838544172e-08, 1.6059043836821613e-10, -7.647163731819816e-13, 2.8114572543455206e-15,
+              -8.22063524662433e-18, 1.9572941063391263e-20)
+"""(-1)^n / (2n + 1)!, n = 1..10."""
+
+
+def _series(z: np.ndarray, coefficients: tuple[float, ...]) -> np.ndarray:
+    """c[0] + z (c[1] + z (c[2] + ...)), one rounding per operation (Horner)."""
+    p = np.full(z.shape, coefficients[-1])
+    for c in reversed(coefficients[:-1]):
+        p = p * z + c
+    return p
+
+
+def log_unit(x: np.ndarray) -> np.ndarray:
+    """log(x) for f64 x in (0, 1]: x = m 2^e with m in [sqrt(1/2), sqrt(2)), then the atanh series of
+    m (exact range reduction; within a few ulps of the true log)."""
+    m, e = np.frexp(x)
+    small = m < SQRT_HALF
+    m = np.where(small, m * 2.0, m)
+    e = np.where(small, e - 1, e).astype(np.float64)
+    f = m - 1.0
+    s = f / (2.0 + f)
+    t = s + s
+    z = s * s
+    log_m = t + (t * z) * _series(z, LOG_SERIES)
+    return e * LN2_HI + (log_m + e * LN2_LO)
+
+
+def cos_two_pi(u: np.ndarray) -> np.ndarray:
+    """cos(2 pi u) for f64 u in [0, 1): the quarter turn q nearest to 4u is exact, and the rest,
+    |4u - q| <= 1/2, is an angle within pi/4 for the cos or sin series (q picks which, and the sign)."""
+    q = np.floor(4.0 * u + 0.5)
+    theta = (4.0 * u - q) * HALF_PI
+    z = theta * theta
+    cos = 1.0 + z * _series(z, COS_SERIES)
+    sin = theta + (theta * z) * _series(z, SIN_SERIES)
+    quarter = q.astype(np.int64) & 3
+    return np.choose(quarter, (cos, -sin, -cos, sin))
 
 
 def affine(units: np.ndarray, base: float, scale_from: float, kind: str) -> np.ndarray:
@@ -118,33 +179,71 @@ class _Generator:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.own: np.random.Generator | None = None
+        self.own_seed: int | None = None
+        self.next_offset = 0
 
     def manual_seed(self, seed: int) -> None:
         with self.lock:
-            self.own = np.random.default_rng(as_u64(seed))
+            self.own_seed, self.next_offset = as_u64(seed), 0
 
     def draw(self, count: int) -> list[tuple[int, int]]:
         torch = sys.modules.get("torch")
         with self.lock:
-            if self.own is None and torch is not None:
-                pairs = torch.randint(-(2**63), 2**63 - 1, (count, 2), dtype=torch.int64).tolist()
+            if self.own_seed is None and torch is not None:
+                seed, first = _torch_state(torch, count)
             else:
-                if self.own is None:
-                    self.own = np.random.default_rng()  # seeded from the OS
-                pairs = self.own.integers(0, 2**64, (count, 2), dtype=np.uint64).tolist()
-        return [(as_u64(seed), as_u64(offset)) for seed, offset in pairs]
+                if self.own_seed is None:
+                    self.own_seed = int(np.random.default_rng().integers(0, 2**64, dtype=np.uint64))  # from the OS
+                seed, first = self.own_seed, self.next_offset
+                self.next_offset += count
+        return [(as_u64(seed), as_u64(first + k)) for k in range(count)]
+
+
+def _torch_state(torch, count: int) -> tuple[int, int]:
+    """(seed, first offset) of an execution from torch's default generators (see the module doc)."""
+    cuda = getattr(torch, "cuda", None)
+    if cuda is not None and cuda.is_initialized():
+        try:
+            generator = cuda.default_generators[cuda.current_device()]
+            offset = generator.get_offset()
+            generator.set_offset(offset + 4 * count)  # nvFuser: 4 per op, its offset is offset // 4 + k
+            return generator.initial_seed(), offset // 4
+        except (AttributeError, RuntimeError, IndexError):
+            pass  # a torch without Philox offsets: the CPU generator's way below
+    # The CPU generator (Mersenne Twister) has no Philox offset: one draw from it starts the execution.
+    return torch.initial_seed(), int(torch.randint(0, 2**62, (1,), dtype=torch.int64))
 
 
 GENERATOR = _Generator()
+_execution = threading.local()
 
 
 def manual_seed(seed: int) -> None:
-    """Gives unseeded random ops fuser's own generator, seeded with `seed` (from then on
-    torch's generator is no longer used)."""
+    """Gives unseeded random ops fuser's own generator, seeded with `seed` at offset 0 (from
+    then on torch's generators are no longer used)."""
     GENERATOR.manual_seed(seed)
 
 
 def draw_states(count: int) -> list[tuple[int, int]]:
-    """`count` fresh (seed, offset) pairs: one per unseeded random op of an execution."""
+    """The (seed, offset) pairs of one execution's `count` unseeded random ops, in program order."""
     return GENERATOR.draw(count) if count else []
+
+
+class execution_states:
+    """`with execution_states(count):` draws one execution's pairs at once (as a kernel backend
+    does); `next_state()` inside hands them out in program order."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def __enter__(self) -> None:
+        _execution.pending = draw_states(self.count)[::-1]
+
+    def __exit__(self, *exc) -> None:
+        _execution.pending = None
+
+
+def next_state() -> tuple[int, int]:
+    """The next op's pair of the current execution (a fresh draw outside `execution_states`)."""
+    pending = getattr(_execution, "pending", None)
+    return pending.pop() if pending else draw_states(1)[0]

@@ -5,14 +5,17 @@ their semantics), never a kernel.
 Operands are normalised first: f32 widens to f64 and i32 to i64 (Python numbers become
 constants); a binary op computes in f64 when either side is a float, else in i64 (bools
 count as integers). Ops that arith cannot express (exp, sqrt, a float fmod, a non-integer
-power, ...) raise a TypeError listing the supported ones."""
+power, ...) raise a TypeError listing the supported ones; nextafter of two constants is folded
+here, in their promoted dtype (f32 for two Float constants, as nvFuser)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
+import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import Float64Type, IntegerAttr, i1, i64
+from xdsl.dialects.builtin import Float64Type, FloatAttr, IntegerAttr, i1, i64
 from xdsl.ir import Operation, SSAValue
 
 from fuser_dialect.builder import FusionDefinition, Scalar
@@ -42,8 +45,8 @@ _LOGICAL = {"logical_and": arith.AndIOp, "logical_or": arith.OrIOp}
 
 _SCALAR_CAST_TARGETS = ("f64", "f32", "f16", "bf16", "i64", "i32", "i1")
 
-SUPPORTED_UNARY = ("neg", "abs", "reciprocal", "logical_not", "bitwise_not")
-SUPPORTED_BINARY = (*_ARITH, *_COMPARE, *_BITWISE, *_LOGICAL, "pow")
+SUPPORTED_UNARY = ("neg", "abs", "reciprocal", "logical_not", "bitwise_not", "signbit")
+SUPPORTED_BINARY = (*_ARITH, *_COMPARE, *_BITWISE, *_LOGICAL, "pow", "nextafter")
 
 
 def _kind(v: SSAValue) -> str:
@@ -71,7 +74,7 @@ class ScalarBuilder:
             return self.fd._scalar(x, F64).value
         if not isinstance(x, Scalar):
             raise TypeError(f"{what} must be a Scalar or a Python number, got {type(x).__name__}")
-        name = x.dtype
+        name = dtype_name(x.value.type)  # a Float constant is an f64 value (x.dtype says f32)
         if name == "f32":
             return self._emit(arith.ExtFOp(x.value, F64))
         if name == "i32":
@@ -113,6 +116,8 @@ class ScalarBuilder:
         return Scalar(self.fd, build(self, v))
 
     def binary(self, name: str, a: object, b: object) -> Scalar:
+        if name == "nextafter":
+            return self.nextafter(a, b)
         lhs, rhs = self.operand(a, f"{name}: lhs"), self.operand(b, f"{name}: rhs")
         if name == "pow":
             return Scalar(self.fd, self._pow(lhs, b))
@@ -155,6 +160,24 @@ class ScalarBuilder:
         a, b = self.operand(x, "where: x"), self.operand(y, "where: y")
         kind = "f" if "f" in (_kind(a), _kind(b)) else "i"
         return Scalar(self.fd, self._emit(arith.SelectOp(c, self.convert(a, kind), self.convert(b, kind))))
+
+    def nextafter(self, a: object, b: object) -> Scalar:
+        """The next value after `a` towards `b` in their promoted dtype (f32 or f64, as nvFuser
+        requires). arith has no nextafter, so both must be constants: it is folded here."""
+        from fuser_dialect.promotion import result_dtype
+
+        dtype = result_dtype([a, b])
+        if dtype not in ("f32", "f64"):
+            raise TypeError(f"nextafter: needs Float or Double operands, got {dtype} (promoted from {a!r}, {b!r})")
+        values = [_constant_value(v) for v in (a, b)]
+        if None in values:
+            raise TypeError("nextafter: on scalars both operands must be constants (define_scalar(value) or Python "
+                            "numbers): arith has no nextafter to compute it at execution; use a tensor operand")
+        if dtype == "f32":
+            value = float(np.nextafter(np.float32(values[0]), np.float32(values[1])))
+        else:
+            value = math.nextafter(float(values[0]), float(values[1]))
+        return self.fd._scalar(value, DataType(dtype).element_type)
 
     def floordiv(self, a: object, b: object) -> Scalar:
         lhs, rhs = (self.operand(v, "floordiv operand") for v in (a, b))
@@ -203,9 +226,38 @@ def _constant_int(x: object) -> int | None:
         return x
     if isinstance(x, float) and x.is_integer():
         return int(x)
+    if isinstance(x, Scalar):
+        value = _folded(x.value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and float(value).is_integer():
+            return int(value)
+    return None
+
+
+def _folded(v: SSAValue, depth: int = 0) -> object:
+    """The value of a scalar computed from constants only (e.g. `-c` of a constant c, as nvFuser's
+    `c ** -c`), by the host semantics of its arith ops; None when an input feeds it."""
+    from fuser_dialect.ops_arith import SCALAR_FNS
+
+    owner = v.owner
+    if isinstance(owner, arith.ConstantOp):
+        attr = owner.value
+        return attr.value.data if isinstance(attr, (IntegerAttr, FloatAttr)) else None
+    scalar = SCALAR_FNS.get(type(owner)) if isinstance(owner, Operation) and depth < 16 else None
+    if scalar is None:
+        return None
+    values = [_folded(operand, depth + 1) for operand in owner.operands]
+    if None in values or (scalar.divides and values[1] == 0):
+        return None
+    return scalar.fn(*values)
+
+
+def _constant_value(x: object) -> float | int | None:
+    """A Python number, or the value of a constant Scalar; None for a value known at execution."""
+    if isinstance(x, (int, float)):
+        return x
     if isinstance(x, Scalar) and isinstance(x.value.owner, arith.ConstantOp):
         attr = x.value.owner.value
-        if isinstance(attr, IntegerAttr) and attr.type == i64:
+        if isinstance(attr, (IntegerAttr, FloatAttr)):
             return attr.value.data
     return None
 
@@ -238,6 +290,15 @@ def _bitwise_not(b: ScalarBuilder, v: SSAValue) -> SSAValue:
     return b._emit(arith.XOrIOp(v, b.constant(1 if _kind(v) == "b" else -1, _kind(v))))
 
 
+def _signbit(b: ScalarBuilder, v: SSAValue) -> SSAValue:
+    """The sign bit, as torch.signbit: set for -0.0 and negative NaNs too (floats: their bits)."""
+    if _kind(v) == "b":
+        return b.constant(0, "b")
+    bits = b._emit(arith.BitcastOp(v, i64)) if _kind(v) == "f" else v
+    return b._emit(arith.CmpiOp(bits, b.constant(0, "i"), "slt"))
+
+
 _UNARY: dict[str, Callable[[ScalarBuilder, SSAValue], SSAValue]] = {
     "neg": _neg, "abs": _abs, "reciprocal": _reciprocal, "logical_not": _logical_not, "bitwise_not": _bitwise_not,
+    "signbit": _signbit,
 }

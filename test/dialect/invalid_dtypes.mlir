@@ -42,11 +42,11 @@ func.func @complex_max(%a: !fuser.tensor<?xc64>) -> !fuser.tensor<c64> {
 
 // -----
 
-func.func @complex_where(%c: !fuser.tensor<?xi1>, %a: !fuser.tensor<?xc64>) -> !fuser.tensor<?xc64> {
-  %r = fuser.where %c, %a, %a : (!fuser.tensor<?xi1>, !fuser.tensor<?xc64>, !fuser.tensor<?xc64>) -> !fuser.tensor<?xc64>
+func.func @complex_pow(%a: !fuser.tensor<?xc64>) -> !fuser.tensor<?xc64> {
+  %r = fuser.binary pow %a, %a : (!fuser.tensor<?xc64>, !fuser.tensor<?xc64>) -> !fuser.tensor<?xc64>
   func.return %r : !fuser.tensor<?xc64>
 }
-// CHECK: fuser.where: not supported on complex operands (c64); complex supports: none
+// CHECK: fuser.binary pow: not supported on complex operands (c64); complex supports: add, sub, mul, div, eq, ne
 
 // -----
 

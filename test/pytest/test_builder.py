@@ -816,3 +816,17 @@ def test_out_of_range_index_is_an_index_error_on_every_backend(backend):
     x = np.zeros((3, 4), np.float32)
     with pytest.raises(IndexError, match="out of range"):
         fd.execute([x, np.array([[0], [4], [1]])], backend=backend)
+
+
+def test_a_dtype_given_as_contiguity_is_an_error():
+    """`define_tensor([-1, -1], DataType.Int)` put the dtype in nvFuser's second parameter,
+    contiguity, and silently defined a Float tensor."""
+    with FusionDefinition() as fd:
+        with pytest.raises(TypeError, match=r"the second argument is contiguity, got DataType.Int; pass the dtype "
+                                            r"as dtype=DataType.Int"):
+            fd.define_tensor([-1, -1], DataType.Int)
+        with pytest.raises(ValueError, match="has 1 entries for 2 dims"):
+            fd.define_tensor([-1, -1], [True])
+        x = fd.define_tensor([-1, -1], [True, None], DataType.Int)
+        assert x.dtype == DataType.Int
+        fd.add_output(x)

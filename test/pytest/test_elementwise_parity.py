@@ -373,12 +373,12 @@ def test_where_of_scalars_has_the_scalars_dtype(x, y, want, backend):
 
 TENSOR_SCALAR = [
     # (tensor dtype, scalar: DataType of a Scalar input or a Python number, result)
-    ("i32", "f64", "f64"),  # a float Scalar lifts an int tensor to its own dtype (nvFuser)
+    ("i32", "f64", "f32"),  # a Double Scalar lifts an int tensor to the default float dtype, as torch (issue 22)
     ("i32", 0.5, "f32"),  # a Python float lifts it to the default dtype (torch)
     ("f16", "f64", "f16"),  # neither widens a tensor of its own category
     ("bf16", 2.5, "bf16"),
     ("i32", "i64", "i32"),
-    ("i1", "i32", "i32"),
+    ("i1", "i32", "i64"),  # a Scalar that lifts the category brings its default dtype, never its width
     ("i1", 3, "i64"),
 ]
 
