@@ -197,15 +197,12 @@ class CachedCompiler(ABC):
 
 def install_roots() -> list[Path]:
     """Where what is built once per installation (NVRTC's headers, the precompiled emulation
-    header) is kept, in order of preference: the per-user cache `~/.cache/fuser`, shared by every
-    FUSER_CACHE_DIR (a fresh kernel cache must not pay seconds to rebuild them), then
-    FUSER_CACHE_DIR itself, for a home that cannot be written. Entries are keyed by everything
+    header) is kept, in order of preference: FUSER_SHARED_CACHE_DIR (default: the per-user cache
+    `~/.cache/fuser`), shared by every FUSER_CACHE_DIR (a fresh kernel cache must not pay seconds
+    to rebuild them), then FUSER_CACHE_DIR itself, for a shared folder that cannot be written. Entries are keyed by everything
     they depend on and appear whole (built aside, then renamed)."""
-    try:
-        user = [Path.home() / ".cache" / "fuser"]
-    except RuntimeError:  # no home directory to be found
-        user = []
-    return list(dict.fromkeys([*user, settings.cache_root()]))
+    shared = settings.shared_cache_root()
+    return list(dict.fromkeys([*([shared] if shared is not None else []), settings.cache_root()]))
 
 
 def digest(*parts: str) -> str:

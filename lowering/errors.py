@@ -45,6 +45,13 @@ class LaunchError(FuserError):
         self.code = code
 
 
+class RaceError(LaunchError):
+    """Two threads of a block touched one element in the same barrier interval, one of them
+    writing (the cpu backend's racecheck, FUSER_RACECHECK=1); or a warp operation's mask named
+    a lane that never reached it. The message names the kernel, the array and element, the two
+    threads and their access kinds."""
+
+
 class MemcheckError(LaunchError, IndexError):
     """A kernel accessed global memory outside the buffer it was given (the cpu backend's memcheck,
     FUSER_MEMCHECK=1). An IndexError too, as an out-of-range index is on every backend.

@@ -11,12 +11,15 @@ which may not import the lowering; the snapshot only holds its text.)
 | variable | accepts | default |
 | --- | --- | --- |
 | FUSER_CACHE_DIR | a folder (created on demand) for compiled kernels | ~/.cache/fuser |
+| FUSER_SHARED_CACHE_DIR | a folder for what is built once per installation (cpu runtime, precompiled header, NVRTC headers) | ~/.cache/fuser |
 | FUSER_CXX | the C++20 compiler of the cpu backend (name on PATH or path) | g++ |
 | FUSER_CPU_THREADS | OS threads a cpu launch uses: an integer >= 0, 0 = one per core | 0 |
 | FUSER_CACHE_SIZE | fusions an executor keeps compiled: an integer >= 1 | 100 |
 | FUSER_COMPILE_THREADS | regions of a torch.compile graph compiled at once: an integer >= 0, 0 = one per core | 0 |
 | FUSER_MEMCHECK | 1: cpu kernels check every global access against its buffer (0 or 1) | 0 |
-| FUSER_LOG | comma-separated log channels: recompile | none |
+| FUSER_RACECHECK | 1: cpu kernels report data races between the threads of a block (0 or 1) | 0 |
+| FUSER_DISABLE | comma-separated disable options: concretize_resize_extents, kernel_index_checks | none |
+| FUSER_LOG | comma-separated log channels: recompile, torch | none |
 | CUDA_HOME, CUDA_PATH | CUDA toolkit folders searched for nvcc and headers | /usr/local/cuda |
 """
 
@@ -64,6 +67,19 @@ def cache_root() -> Path:
     return Path(_text("FUSER_CACHE_DIR") or Path.home() / ".cache" / "fuser")
 
 
+def shared_cache_root() -> Path | None:
+    """FUSER_SHARED_CACHE_DIR: where what is built once per installation is kept (the cpu
+    runtime, its precompiled header, NVRTC's headers), shared by every FUSER_CACHE_DIR; None
+    when unset and there is no home folder."""
+    text = _text("FUSER_SHARED_CACHE_DIR")
+    if text:
+        return Path(text)
+    try:
+        return Path.home() / ".cache" / "fuser"
+    except RuntimeError:  # no home directory to be found
+        return None
+
+
 def cxx() -> str:
     """FUSER_CXX: the C++ compiler of the cpu backend."""
     return _text("FUSER_CXX") or "g++"
@@ -81,6 +97,18 @@ def compile_threads() -> int:
     return value or os.cpu_count() or 1
 
 
+def racecheck() -> bool:
+    """FUSER_RACECHECK: build cpu kernels that report races between the threads of a block
+    (lowering/runtime/fuser_cpu_racecheck.h)."""
+    value = os.environ.get("FUSER_RACECHECK")
+    if value is None:
+        return False
+    if value.strip() not in ("0", "1"):
+        raise SettingError(f"FUSER_RACECHECK={value!r}: expected 0 or 1 (1 reports data races between the threads "
+                           "of a block of cpu kernels)")
+    return value.strip() == "1"
+
+
 def memcheck() -> bool:
     """FUSER_MEMCHECK: compile cpu kernels with bounds checks on every global access."""
     value = os.environ.get("FUSER_MEMCHECK")
@@ -89,6 +117,19 @@ def memcheck() -> bool:
     if value.strip() not in ("0", "1"):
         raise SettingError(f"FUSER_MEMCHECK={value!r}: expected 0 or 1 (1 checks every global access of cpu kernels)")
     return value.strip() == "1"
+
+
+def disable() -> str:
+    """FUSER_DISABLE: comma-separated disable options (nvFuser's NVFUSER_DISABLE), each one
+    that fuser has (passes.concretize.KNOWN_DISABLE_OPTIONS); the raw text is returned."""
+    from fuser.passes.concretize import KNOWN_DISABLE_OPTIONS
+
+    value = os.environ.get("FUSER_DISABLE", "")
+    unknown = [o.strip() for o in value.split(",") if o.strip() and o.strip() not in KNOWN_DISABLE_OPTIONS]
+    if unknown:
+        raise SettingError(f"FUSER_DISABLE={value!r}: unknown option {unknown[0]!r}; expected a comma-separated "
+                           f"list of {', '.join(KNOWN_DISABLE_OPTIONS)}")
+    return value
 
 
 def cache_size() -> int:
@@ -124,6 +165,7 @@ class LaunchSettings(NamedTuple):
     cpu_threads: int
     disable: str
     """FUSER_DISABLE's raw text (parsed by passes.concretize)."""
+    racecheck: bool = False
 
 
 _snapshot: LaunchSettings | None = None
@@ -140,7 +182,7 @@ def _take_snapshot() -> LaunchSettings:
     global _snapshot
     with _snapshot_lock:
         if _snapshot is None:
-            _snapshot = LaunchSettings(memcheck(), cpu_threads(), os.environ.get("FUSER_DISABLE", ""))
+            _snapshot = LaunchSettings(memcheck(), cpu_threads(), disable(), racecheck())
         return _snapshot
 
 
@@ -150,7 +192,7 @@ def reload() -> LaunchSettings:
     FUSER_DISABLE takes effect from the next `execute`. Raises SettingError for a bad value
     (the previous snapshot is then kept)."""
     global _snapshot
-    fresh = LaunchSettings(memcheck(), cpu_threads(), os.environ.get("FUSER_DISABLE", ""))
+    fresh = LaunchSettings(memcheck(), cpu_threads(), disable(), racecheck())
     with _snapshot_lock:
         _snapshot = fresh
     return fresh

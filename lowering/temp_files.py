@@ -10,7 +10,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import re
 import shutil
 import tempfile
 import threading
@@ -19,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 STALE_AFTER_S = 24 * 3600
-_NAME = re.compile(r"^fuser-(?:cxx|rt)-(\d+)-")
+_KINDS = ("cxx", "rt")
 _lock = threading.Lock()
 _swept = False
 _kept: list[Path] = []
@@ -70,8 +69,8 @@ def sweep_stale(root: str | None = None, now: float | None = None) -> list[Path]
     except OSError:
         return removed
     for entry in entries:
-        match = _NAME.match(entry.name)
-        if match is None or int(match.group(1)) == os.getpid() or _alive(int(match.group(1))):
+        pid = _owner(entry.name)
+        if pid is None or pid == os.getpid() or _alive(pid):
             continue
         try:
             info = entry.lstat()
@@ -83,6 +82,14 @@ def sweep_stale(root: str | None = None, now: float | None = None) -> list[Path]
             missing_ok=True)
         removed.append(entry)
     return removed
+
+
+def _owner(name: str) -> int | None:
+    """The pid in `fuser-<kind>-<pid>-<random>`, None for any other name."""
+    parts = name.split("-", 3)
+    if len(parts) != 4 or parts[0] != "fuser" or parts[1] not in _KINDS or not parts[2].isdigit():
+        return None
+    return int(parts[2])
 
 
 def _alive(pid: int) -> bool:

@@ -49,7 +49,7 @@ class BroadcastDimsLeaveReductions(RewritePattern):
             return
         if len(broadcast) == len(reduced) and op.keepdim is not None and op.result.type == source \
                 and may_forward(op.result, op.input, op):
-            rewriter.replace_op(op, [], [op.input])  # it keeps every dim: it is its input
+            rewriter.replace(op, [], [op.input])  # it keeps every dim: it is its input
             return
         kept = [d for d in range(len(source.shape)) if d not in broadcast]
         squeezed_type = TensorType(source.dtype, [source.shape[d] for d in kept])
@@ -74,7 +74,7 @@ class BroadcastDimsLeaveReductions(RewritePattern):
                 back = BroadcastOp(value, broadcast, op.result.type)
                 new_ops.append(back)
                 value = back.results[0]
-        rewriter.replace_op(op, new_ops, [value])
+        rewriter.replace(op, new_ops, [value])
 
 
 @dataclass(frozen=True)

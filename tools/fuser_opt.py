@@ -9,6 +9,7 @@ or only comments) is an empty module."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import os
@@ -104,6 +105,16 @@ class FuserOptMain(xDSLOptMain):
         super().register_all_passes()
         for name, factory in all_pass_factories().items():
             self.register_pass(name, factory)
+
+    def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
+        super().register_all_arguments(arg_parser)
+        # xDSL lists its ~140 passes with fuser's at the end: fuser's come first, as a group.
+        ours = list(all_pass_factories())
+        theirs = [name for name in self.available_passes if name not in ours]
+        for action in arg_parser._actions:
+            if "--passes" in action.option_strings:
+                action.help = (f"comma-separated pipeline, e.g. 'fuser-preseg,segment'. fuser's passes: "
+                               f"{', '.join(ours)}. xDSL's passes (also accepted): {', '.join(theirs)}")
 
     def register_all_targets(self) -> None:
         super().register_all_targets()
@@ -243,12 +254,41 @@ def _last_code_line(text: str, pos: int) -> tuple[int, int]:
 
 def main(args: Sequence[str] | None = None) -> None:
     try:
-        tool = FuserOptMain(args=args)
+        tool = FuserOptMain(description="fuser-opt: xDSL's optimizer driver with the fuser dialect, its passes and a "
+                                        "cuda target", args=args)
     except (ValueError, ParseError, ArgSpecParseError) as e:
         # The pipeline is built here: unknown pass names, malformed pass options.
-        print(f"fuser-opt: error: {e}", file=sys.stderr)
+        print(f"fuser-opt: error: {_pass_option_at_fault(args) or e}", file=sys.stderr)
         sys.exit(1)
     tool.run()
+
+
+def _pass_option_at_fault(args: Sequence[str] | None) -> str | None:
+    """The pass and option whose value xDSL refused ("Incompatible types: given ('maybe',),
+    expected <class 'bool'>" names neither), found by building the pipeline's passes again
+    one option at a time; None when that is not the error."""
+    from xdsl.passes import parse_pipeline
+
+    argv = list(sys.argv[1:] if args is None else args)
+    specs = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("-p", "--passes")]
+    specs += [a.split("=", 1)[1] for a in argv if a.startswith("--passes=")]
+    factories = all_pass_factories()
+    for text in specs:
+        try:
+            passes = list(parse_pipeline(text))
+        except Exception:
+            return None
+        for spec in passes:
+            factory = factories.get(spec.name)
+            if factory is None:
+                continue
+            for option, value in spec.parameters.items():
+                try:
+                    factory().from_pass_spec(dataclasses.replace(spec, parameters={option: value}))
+                except Exception as e:
+                    shown = ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else value
+                    return f"pass '{spec.name}': option '{option}={shown}': {e}"
+    return None
 
 
 if __name__ == "__main__":

@@ -3,9 +3,15 @@
 * FUSER_MEMCHECK=1 (unless set): every cpu launch in the suite checks each global access against
   the buffer it goes through, so an out-of-bounds index fails the test that caused it instead of
   reading garbage. FUSER_MEMCHECK=0 runs the suite unchecked.
-* FUSER_CACHE_DIR: a fresh folder per session (removed at its end), so the suite neither fills
-  nor depends on the user's ~/.cache/fuser; kernels are still shared by all tests of a session.
-  FUSER_TEST_CACHE_DIR=<folder> uses (and keeps) that folder instead, for a warm cache across runs.
+* FUSER_RACECHECK=0 (unless set): racecheck (lowering/runtime/fuser_cpu_racecheck.h) costs
+  too much for every kernel of a CI run; test_racecheck.py runs every scheduler's kernels with
+  it. FUSER_RACECHECK=1 runs the whole suite with it: a race between the threads of a block
+  fails the test that made the kernel.
+* FUSER_CACHE_DIR and FUSER_SHARED_CACHE_DIR: a fresh folder per session (removed at its end),
+  so the suite neither fills nor depends on the user's ~/.cache/fuser (the cpu runtime, its
+  precompiled header and NVRTC's headers are built once per session); kernels are shared by all
+  tests of a session. FUSER_TEST_CACHE_DIR=<folder> uses (and keeps) that folder instead, for a
+  warm cache across runs.
 
 * FUSER_TEST_BACKENDS=cuda,cpu: the kernel backends that tests comparing with the reference run
   on (lowering_checks.check, and every test taking the `kernel_backend` argument, once per
@@ -24,10 +30,12 @@ import tempfile
 import pytest
 
 os.environ.setdefault("FUSER_MEMCHECK", "1")
+os.environ.setdefault("FUSER_RACECHECK", "0")
 
 _KEPT_CACHE = os.environ.get("FUSER_TEST_CACHE_DIR", "").strip()
 _SESSION_CACHE = _KEPT_CACHE or tempfile.mkdtemp(prefix="fuser-test-cache-")
 os.environ["FUSER_CACHE_DIR"] = _SESSION_CACHE
+os.environ["FUSER_SHARED_CACHE_DIR"] = os.path.join(_SESSION_CACHE, "shared")
 
 
 def pytest_configure(config):

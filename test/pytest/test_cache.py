@@ -26,6 +26,8 @@ from resize_fusions import (
     CASES, ReferenceExecutor, pad_scalar_widths, pad_to_broadcast, printed, rope, rope_inputs, rope_oracle,
 )
 
+log = logging.getLogger(__name__)  # summaries: shown with --log-cli-level=INFO or on failure
+
 
 def close(a, b) -> bool:
     return all(x.shape == y.shape and np.allclose(x, y, rtol=1e-5, atol=1e-5) for x, y in zip(a, b))
@@ -318,9 +320,8 @@ def test_rope_sixteen_sequence_lengths(capsys):
         counts[resize_extents] = (info.misses, info.hits)
     assert counts[True] == (16, 4)
     assert counts[False] == (1, 19)
-    with capsys.disabled():
-        print(f"\nRoPE, 16 sequence lengths (+4 repeats): static resize extents: {counts[True][0]} compiles, "
-              f"{counts[True][1]} hits; disabled: {counts[False][0]} compile, {counts[False][1]} hits")
+    log.info("RoPE, 16 sequence lengths (+4 repeats): static resize extents: %d compiles, %d hits; disabled: "
+             "%d compile, %d hits", *counts[True], *counts[False])
 
 
 _STATS: Counter = Counter()
@@ -360,9 +361,8 @@ def test_random_shape_and_scalar_sequences_match_the_oracle(capsys):
     _random_sequences()
     assert _STATS["executions"] >= 200
     assert _STATS["hits"] > 0 and _STATS["misses"] > 0 and _STATS["evictions"] > 0
-    with capsys.disabled():
-        print(f"\nproperty test: {_STATS['executions']} executions, 0 mismatches, "
-              f"{_STATS['hits']} hits, {_STATS['misses']} misses, {_STATS['evictions']} evictions")
+    log.info("property test: %d executions, 0 mismatches, %d hits, %d misses, %d evictions",
+             _STATS["executions"], _STATS["hits"], _STATS["misses"], _STATS["evictions"])
 
 
 def test_concurrent_execute_from_threads_gives_right_results():

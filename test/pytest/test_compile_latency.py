@@ -33,10 +33,12 @@ NEED_F16 = "#define FUSER_NEED_F16"
 
 @pytest.fixture
 def fresh_install(tmp_path, monkeypatch):
-    """An empty home (no per-user install cache) and an empty FUSER_CACHE_DIR."""
+    """An empty home (no per-user install cache, FUSER_SHARED_CACHE_DIR unset so the home
+    default is used) and an empty FUSER_CACHE_DIR."""
     home, cache = tmp_path / "home", tmp_path / "cache"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("FUSER_SHARED_CACHE_DIR", raising=False)
     monkeypatch.setenv("FUSER_CACHE_DIR", str(cache))
     cc.clear_memory_cache()
     yield home, cache

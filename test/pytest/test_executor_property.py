@@ -6,6 +6,8 @@ is covered by test_cache.py (key + concretize) and the RoPE run in test_concreti
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 from resize_fusions import CASES
@@ -15,6 +17,8 @@ from fuser.lowering.cpu_runtime import cpu_compiler_available
 pytestmark = pytest.mark.skipif(not cpu_compiler_available(), reason="no C++20 compiler for the cpu backend")
 
 EXECUTIONS_PER_CASE = 60
+
+log = logging.getLogger(__name__)  # summaries: shown with --log-cli-level=INFO or on failure
 
 
 def _close(got, expected) -> bool:
@@ -35,7 +39,6 @@ def test_random_executions_match_numpy_and_count_hits(capsys):
         info = fd.cache_info()
         hits, misses = hits + info.hits, misses + info.misses
         assert info.hits + info.misses == EXECUTIONS_PER_CASE
-    with capsys.disabled():
-        print(f"\ncompiled path: {total} executions, {mismatches} mismatches, {hits} hits, {misses} compilations")
+    log.info("compiled path: %d executions, %d mismatches, %d hits, %d compilations", total, mismatches, hits, misses)
     assert total >= 200 and mismatches == 0
     assert misses < total / 4  # the cache does its job: most executions reuse kernels

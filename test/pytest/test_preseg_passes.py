@@ -16,6 +16,7 @@ f64 → f32 cast and a cast to f16 and differs is compared again with a toleranc
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections import Counter
@@ -49,6 +50,8 @@ PASSES: dict[str, ModulePass] = {
     "fuser-preseg": PresegPass(),
 }
 EXAMPLES = int(os.environ.get("FUSER_HYPOTHESIS_EXAMPLES", "300"))
+
+log = logging.getLogger(__name__)  # summaries: shown with --log-cli-level=INFO or on failure
 
 
 # --- helpers ----------------------------------------------------------------------------
@@ -465,11 +468,9 @@ def test_generated_case_counts(capsys):
     ran = {name: s for name, s in STATS.items() if s["cases"]}
     if not ran:
         pytest.skip("the generated-fusion tests did not run in this session")
-    with capsys.disabled():
-        for name, s in ran.items():
-            print(f"\n  {name}: {s['cases']} generated cases, IR changed in {s['changed']}, "
-                  f"fewer ops in {s['fewer ops']}, needed the double-rounding tolerance {s['needed the tolerance']}", end="")
-        print()
+    for name, s in ran.items():
+        log.info("%s: %d generated cases, IR changed in %d, fewer ops in %d, needed the double-rounding tolerance %d",
+                 name, s["cases"], s["changed"], s["fewer ops"], s["needed the tolerance"])
     for name, s in ran.items():
         assert s["cases"] >= min(EXAMPLES, 200) * 0.9, f"{name}: only {s['cases']} cases"
         if name != "allocation-order-inference":

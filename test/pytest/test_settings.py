@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fuser.lowering import cpu_runtime as cr
-from fuser.lowering import settings
+from fuser.lowering import backends, settings
 from fuser.lowering.backends import CPU, CUDA, REFERENCE, default_backend, get_backend
 from fuser.lowering.cache import FusionCache
 from fuser.lowering.errors import FuserError
@@ -69,6 +69,7 @@ def test_paths_and_programs_default_when_blank(monkeypatch, tmp_path):
 @pytest.fixture
 def no_gpu_and_fresh_default(monkeypatch):
     monkeypatch.setattr(CUDA, "available", lambda: (False, "no GPU (test)"))
+    monkeypatch.setattr(backends, "gpu_present", lambda: False)
     default_backend.cache_clear()
     yield
     default_backend.cache_clear()
@@ -83,6 +84,29 @@ def test_missing_cxx_makes_backend_none_warn_and_fall_back(monkeypatch, no_gpu_a
         assert get_backend(None) is REFERENCE
     with pytest.raises(FuserError, match="FUSER_CXX='/nonexistent/g\\+\\+-missing' not found"):
         CPU.program(with_prelude("// anything\n"))
+
+
+@pytest.mark.skipif(not cr.cpu_compiler_available(), reason="no g++ for the CPU backend")
+def test_a_gpu_fuser_cannot_use_is_named_once(monkeypatch, no_gpu_and_fresh_default):
+    """A GPU machine without pycuda (say) must not run the emulation silently."""
+    monkeypatch.setattr(CUDA, "available", lambda: (False, "pycuda is not installed (pip install fuser[cuda])"))
+    monkeypatch.setattr(backends, "gpu_present", lambda: True)
+    with pytest.warns(RuntimeWarning, match=r"backend=None runs the cpu backend .* although this machine has an "
+                                            r"NVIDIA GPU: cuda: pycuda is not installed"):
+        assert get_backend(None) is CPU
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per process
+        assert get_backend(None) is CPU
+
+
+def test_an_unknown_disable_option_names_the_variable(monkeypatch):
+    monkeypatch.setenv("FUSER_DISABLE", "kernel_index_checks,bogus")
+    with pytest.raises(settings.SettingError, match=r"FUSER_DISABLE='kernel_index_checks,bogus': unknown option "
+                                                    r"'bogus'; expected a comma-separated list of "
+                                                    r"concretize_resize_extents, kernel_index_checks"):
+        settings.reload()
+    monkeypatch.undo()
+    settings.reload()
 
 
 @pytest.mark.skipif(not cr.cpu_compiler_available(), reason="no g++ for the CPU backend")
@@ -102,3 +126,23 @@ def test_fallback_still_runs_the_fusion(monkeypatch, no_gpu_and_fresh_default):
     with pytest.warns(RuntimeWarning, match="falls back"):
         (out,) = fd.execute([np.ones(3, np.float32)])
     np.testing.assert_array_equal(out, -np.ones(3, np.float32))
+
+
+@pytest.mark.skipif(not cr.cpu_compiler_available(), reason="no g++ for the CPU backend")
+def test_a_run_with_both_cache_folders_set_leaves_home_untouched(tmp_path):
+    """The suite sets FUSER_CACHE_DIR and FUSER_SHARED_CACHE_DIR (conftest.py): a process that
+    compiles and runs a fusion then writes nothing under $HOME."""
+    import os
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    home.mkdir()
+    code = ("import numpy as np\nfrom fuser import FusionDefinition\n"
+            "with FusionDefinition() as fd:\n    fd.add_output(fd.ops.exp(fd.define_tensor([-1])))\n"
+            "print(fd.execute([np.ones(5, np.float32)], backend='cpu')[0].sum())\n")
+    env = dict(os.environ, HOME=str(home), FUSER_CACHE_DIR=str(tmp_path / "kernels"))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert os.environ["FUSER_SHARED_CACHE_DIR"]
+    assert sorted(p.relative_to(home).as_posix() for p in home.rglob("*")) == []
