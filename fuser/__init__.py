@@ -10,10 +10,9 @@
 `fuser.passes`, `fuser.lowering` and `fuser.tools` are the compiler; `fuser_dialect` holds
 the IR (types, ops, verifiers, the reference interpreter)."""
 
-import fuser_dialect.builder_ops  # noqa: F401  (binds fd.ops)
 from fuser.execution import FusionDefinition
 from fuser.tensor_descriptor import compute_contiguity, compute_tensor_descriptor
-from fuser_dialect.builder import Scalar, Tensor, Vector
+from fuser_dialect.values import Scalar, Tensor, Vector
 from fuser_dialect.types import DataType
 
 __version__ = "0.1.0"

@@ -15,7 +15,7 @@ from xdsl.ir import BlockArgument
 
 from fuser.inspection import Inspection
 from fuser.options import check_options
-from fuser_dialect.builder import FusionDefinition as _FusionBuilder
+from fuser_dialect.builder import FusionBuilder
 from fuser_dialect.inputs import is_torch_tensor
 from fuser_dialect.types import TensorType, numpy_dtype
 
@@ -31,7 +31,7 @@ def _check_input_list(inputs) -> None:
                         f"{type(inputs).__name__}")
 
 
-class FusionDefinition(Inspection, _FusionBuilder):
+class FusionDefinition(Inspection, FusionBuilder):
     """Defines one fusion (as `fuser_dialect.FusionDefinition`) and executes it.
 
         with FusionDefinition() as fd:

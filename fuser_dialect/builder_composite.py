@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from fuser_dialect.builder import Scalar, Tensor, static_int
+from fuser_dialect.values import Scalar, Tensor, static_int
+from fuser_dialect.promotion import result_dtype
 from fuser_dialect.types import FLOAT_DTYPES, DataType
 
 _HALF_DTYPES = ("f16", "bf16")
@@ -19,9 +20,7 @@ class CompositeOps:
 
     def _in_opmath(self, values: Sequence[object], body: Callable[..., Tensor]) -> Tensor:
         """body(*values) with f16/bf16 tensors widened to f32, its result rounded back once."""
-        from fuser_dialect.builder_ops import _common_dtype  # builder_ops imports this module
-
-        dtype = _common_dtype(values)
+        dtype = result_dtype(values)
         if dtype not in _HALF_DTYPES:
             return body(*values)
         widened = [self.cast(v, DataType.Float) if isinstance(v, Tensor) else v for v in values]

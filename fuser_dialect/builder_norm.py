@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from xdsl.dialects import arith
 
-from fuser_dialect.builder import Scalar, Tensor
+from fuser_dialect.values import Scalar, Tensor
 from fuser_dialect.types import DataType
 
 _HALF_DTYPES = ("f16", "bf16")

@@ -1,4 +1,4 @@
-"""`fd.ops`: the op namespace of FusionDefinition, with nvFuser's names and argument order.
+"""`fd.ops`: the op namespace of a FusionBuilder (and so of fuser.FusionDefinition), with nvFuser's names and argument order.
 
 Each method types its result with the op's shape rule (fuser_dialect.shape_rules), so a
 bad call fails here with the rule's message, naming the op, the dims and the extents.
@@ -8,13 +8,14 @@ casts are inserted)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import Float64Type, IntegerAttr, i1, i32, i64
 from xdsl.ir import Operation, SSAValue
 
 from fuser_dialect import shape_rules as rules
-from fuser_dialect.builder import FusionDefinition, Scalar, Tensor, Vector, static_int
+from fuser_dialect.values import Scalar, Tensor, Vector, static_int
 from fuser_dialect.builder_composite import CompositeOps
 from fuser_dialect.builder_norm import NormOps
 from fuser_dialect.ops_compute import (
@@ -52,6 +53,9 @@ from fuser_dialect.promotion import FLOAT_RANK, INT_RANK, category, promote, res
 from fuser_dialect.types import (
     BROADCAST, COMPLEX_DTYPES, DYNAMIC, DYNAMIC_ENTRY, FP8_DTYPES, DataType, TensorType, dtype_name,
 )
+
+if TYPE_CHECKING:
+    from fuser_dialect.builder import FusionBuilder
 
 def _scalar_type(dtype: str):
     """The IR type of a scalar operand or fill value for tensors of `dtype`."""
@@ -135,7 +139,7 @@ def _norm_dims(op: str, dims: int | Sequence[int], rank: int) -> list[int]:
 
 
 class Ops(CompositeOps, NormOps):
-    def __init__(self, fd: FusionDefinition):
+    def __init__(self, fd: FusionBuilder):
         self.fd = fd
 
     # -- helpers -----------------------------------------------------------

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from xdsl.ir import SSAValue
 
-from fuser_dialect.builder import Tensor
+from fuser_dialect.values import Tensor
 from fuser_dialect.ops_resize import PadOp
 
 

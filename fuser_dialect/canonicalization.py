@@ -16,8 +16,8 @@ Two rules keep them safe:
   extents (%m, %n) may regroup 2x6 into 3x4). A slice with static bounds on a `?` dim
   may cut it, so only static dims make a slice "full".
 
-The traits at the bottom attach the patterns to the ops (see the op files); the op
-classes are imported lazily there, which keeps the op modules free of import cycles.
+The traits at the bottom attach the patterns to the ops (see the op files); ops are matched
+by name here, never imported, which keeps the op modules free of import cycles.
 """
 
 from __future__ import annotations
@@ -40,11 +40,10 @@ def _replace_by_input(op: Operation, rewriter: PatternRewriter) -> None:
 
 
 def _is_dim_of(value: SSAValue, source: SSAValue, axis: int) -> bool:
-    """value is `fuser.dim %source, axis`."""
-    from fuser_dialect.ops_factory import DimOp
-
+    """value is `fuser.dim %source, axis` (matched by name: ops_factory imports this module)."""
     owner = value.owner
-    return isinstance(owner, DimOp) and owner.input == source and owner.axis == axis
+    return (isinstance(owner, Operation) and owner.name == "fuser.dim" and owner.input == source  # pyright: ignore
+            and owner.axis == axis)  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def _extents_are_input_dims(op: Operation) -> bool:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fuser_dialect.builder import Scalar, Tensor
+from fuser_dialect.values import Scalar, Tensor
 from fuser_dialect.dtype_rules import promote_complex
 from fuser_dialect.types import COMPLEX_DTYPES, FP8_DTYPES
 

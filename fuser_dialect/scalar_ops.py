@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import Float64Type, FloatAttr, IntegerAttr, i1, i64
 from xdsl.ir import Operation, SSAValue
 
-from fuser_dialect.builder import FusionDefinition, Scalar
+from fuser_dialect.values import Scalar
 from fuser_dialect.types import DataType, dtype_name
+
+if TYPE_CHECKING:
+    from fuser_dialect.builder import FusionBuilder
 
 F64 = Float64Type()
 
@@ -56,9 +60,9 @@ def _kind(v: SSAValue) -> str:
 
 
 class ScalarBuilder:
-    """Builds scalar arithmetic into one FusionDefinition."""
+    """Builds scalar arithmetic into one FusionBuilder."""
 
-    def __init__(self, fd: FusionDefinition):
+    def __init__(self, fd: FusionBuilder):
         self.fd = fd
 
     def _emit(self, op: Operation) -> SSAValue:

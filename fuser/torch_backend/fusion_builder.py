@@ -19,7 +19,7 @@ import torch
 import torch.fx
 
 from fuser import DataType, FusionDefinition
-from fuser_dialect.builder import Scalar, Tensor
+from fuser_dialect.values import Scalar, Tensor
 from fuser.torch_backend.dtypes import fuser_dtype, is_row_major, stride_order
 from fuser.torch_backend.op_table import translation_for
 

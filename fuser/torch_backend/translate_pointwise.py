@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from fuser_dialect.builder import Tensor
+from fuser_dialect.values import Tensor
 from fuser.torch_backend.dtypes import fuser_dtype
 from fuser.torch_backend.op_table import translates
 

@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from fuser_dialect.builder import Scalar
+from fuser_dialect.values import Scalar
 from fuser.torch_backend.dtypes import fuser_dtype
 from fuser.torch_backend.op_table import translates
 

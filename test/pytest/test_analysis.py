@@ -9,7 +9,7 @@ import pathlib
 
 import pytest
 
-from fuser_dialect import DataType, FusionDefinition
+from fuser import DataType, FusionDefinition
 from fuser.lowering.index import depends_only_on, loop_var, shifted, structural_key
 from fuser.lowering.render import render
 from fuser.lowering.schedulers import SCHEDULERS, SchedulerUnit, scheduler_named

@@ -66,3 +66,45 @@ def test_every_package_folder_is_installed():
     on_disk = {init.parent.relative_to(ROOT) for top in folders.values()
                for init in (ROOT / top).rglob("__init__.py")}
     assert not on_disk - listed, f"package folders not in pyproject.toml's packages: {sorted(map(str, on_disk - listed))}"
+
+
+def _runtime_imports(path: pathlib.Path, package: str) -> set[str]:
+    """The modules of `package` that `path` imports when it runs (lazy imports inside functions
+    included; imports under `if TYPE_CHECKING:` are annotations only, and left out)."""
+    tree = ast.parse(path.read_text())
+    skipped = {id(n) for node in ast.walk(tree)
+               if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+               for child in node.body for n in ast.walk(child)}
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        found |= {n.split(".")[1] for n in names if n.startswith(package + ".") and n.count(".") == 1}
+    return found
+
+
+def test_the_dialect_modules_import_without_a_cycle():
+    """fuser_dialect's modules form no import cycle: values (Tensor, Scalar, Vector) <- the op
+    and rule modules <- builder_ops <- builder, so any of them can be read and imported alone."""
+    folder = ROOT / "fuser_dialect"
+    modules = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
+    graph = {m: _runtime_imports(folder / f"{m}.py", "fuser_dialect") & modules for m in modules}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for n in sorted(graph[m]):
+            assert state.get(n) != 1, f"import cycle: {' -> '.join(path[path.index(n):] + [n]) if n in path else n}"
+            if n not in state:
+                visit(n, path + [n])
+        state[m] = 2
+
+    for m in sorted(modules):
+        if m not in state:
+            visit(m, [m])
