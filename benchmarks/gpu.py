@@ -1,8 +1,8 @@
-"""GPU measurements (backend "cuda"; only where `lowering.gpu_runtime.gpu_available()` is true).
+"""GPU measurements (backend "cuda"; only where `lowering.backends.gpu_runtime.gpu_available()` is true).
 
 How time is measured
 --------------------
-- Kernel time: CUDA events (`lowering.gpu_runtime.time_kernel`: warm-up calls, then one event
+- Kernel time: CUDA events (`lowering.backends.gpu_runtime.time_kernel`: warm-up calls, then one event
   pair per call recorded back to back, read at the end), median of the per-call times. What is
   timed is a *replay* of the launches one `fd.execute` made (the same compiled kernels, grids,
   streams and argument buffers, captured at `cuda_driver.launch`, which the full path and launch
@@ -37,9 +37,9 @@ COPY_BYTES = 1 << 30
 
 def available() -> tuple[bool, str]:
     try:
-        from fuser.lowering.gpu_runtime import gpu_available
+        from fuser.lowering.backends.gpu_runtime import gpu_available
     except ImportError as e:
-        return False, f"fuser.lowering.gpu_runtime not importable: {e}"
+        return False, f"fuser.lowering.backends.gpu_runtime not importable: {e}"
     return gpu_available()
 
 
@@ -54,7 +54,7 @@ def import_torch():
 
 class Gpu:
     def __init__(self):
-        from fuser.lowering import gpu_runtime
+        from fuser.lowering.backends import gpu_runtime
 
         self.rt = gpu_runtime
         self.drv = gpu_runtime.driver()  # pycuda.driver with the primary context current
@@ -110,7 +110,7 @@ class Gpu:
         """Runs fd.execute once, recording every kernel launch (the full path's and a launch
         plan's alike: both end in cuda_driver.launch) and keeping the per-launch workspaces alive;
         returns (outputs, replay). The outputs hold the buffers the recorded launches write."""
-        from fuser.lowering import cuda_driver
+        from fuser.lowering.backends import cuda_driver
         from fuser.lowering.backends.cuda import DeviceMemory
 
         original_launch, original_workspace = cuda_driver.launch, DeviceMemory.workspace

@@ -16,7 +16,7 @@ How each figure is obtained
   planning), emission (CUDA C) and compile (the backend's compiler: g++ for cpu, NVRTC +
   module load for cuda). "Definition → cubin" = define + passes + segment + emission + cubin:
   on the cpu backend the cubin figure is NVRTC compiling the very sources the executor emitted
-  (`lowering.compile.compile_cuda`, arch sm_90 when no GPU), and g++ is reported beside it.
+  (`lowering.backends.compile.compile_cuda`, arch sm_90 when no GPU), and g++ is reported beside it.
 - host overhead (`host_overhead`): the row's own fusion, inputs and shape, already compiled;
   `execute` timed call by call (perf_counter_ns) after a warm-up while every kernel launch is
   swapped (EmptyLaunches) for: the real launch's argument checks and packing, then the launch of
@@ -245,7 +245,7 @@ class EmptyLaunches:
 
     def _swap_bound_launches(self) -> None:
         if self.empty.backend.on_gpu:
-            from fuser.lowering.gpu_runtime import BoundGpuLaunch
+            from fuser.lowering.backends.gpu_runtime import BoundGpuLaunch
 
             empty_bound = self.empty.program.bind(self.empty.NAME, 1, 1, [])
             empty_handle, launch = empty_bound.fn, empty_bound.launcher
@@ -261,7 +261,7 @@ class EmptyLaunches:
                     self._swapped.append((bound, "launcher", bound.launcher))
                     bound.launcher = timed_empty
             return
-        from fuser.lowering.cpu_runtime import BoundLaunch
+        from fuser.lowering.backends.cpu_runtime import BoundLaunch
 
         empty = self.empty.program.bind(self.empty.NAME, 1, 1, [], needs_sync=False)
         empty_state = empty._state()

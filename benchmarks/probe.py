@@ -46,7 +46,7 @@ def probe(case_key: str, backend: str) -> dict:
     from fuser.benchmarks.cases import parse_case
     from fuser.benchmarks.measure import compile_timings
 
-    import fuser.lowering.executor  # noqa: F401  (the import is part of the cold cost, measured)
+    import fuser.lowering.execution.executor  # noqa: F401  (the import is part of the cold cost, measured)
 
     record: dict = {"case": case_key, "backend": backend}
     t_import = time.perf_counter()
@@ -70,8 +70,8 @@ def probe(case_key: str, backend: str) -> dict:
         record["cubin_s"] = record["compile_s"]
         record["cubin_compiler"] = "executor (NVRTC/nvcc + load)"
     else:
-        from fuser.lowering.compile import available_compilers, compile_cuda
-        from fuser.lowering.compiled import fusion_source
+        from fuser.lowering.backends.compile import available_compilers, compile_cuda
+        from fuser.lowering.execution.compiled import fusion_source
 
         compilers = available_compilers()
         device_kernels = [k for k in kernels if k.source]  # host segments have no source

@@ -70,7 +70,7 @@ def machine_info() -> dict:
     cxx = _run([settings.cxx(), "--version"]).splitlines()
     info["cxx"] = cxx[0] if cxx else "none"
     try:
-        from fuser.lowering.compile import available_compilers
+        from fuser.lowering.backends.compile import available_compilers
 
         info["cuda_compilers"] = available_compilers()
     except Exception:

@@ -52,8 +52,8 @@ def _stages(build: Callable[[int], FusionDefinition], n: int, compile_too: bool)
     from xdsl.parser import Parser
 
     from fuser.lowering.backends import get_backend
-    from fuser.lowering.compiled import build_compiled_fusion
-    from fuser.lowering.render import render
+    from fuser.lowering.execution.compiled import build_compiled_fusion
+    from fuser.lowering.codegen.render import render
     from fuser_dialect.fusion import make_context
 
     times: dict[str, float] = {}

@@ -180,7 +180,7 @@ def versions() -> list[tuple[str, str]]:
 
 def compilers() -> list[tuple[str, bool, str]]:
     """(name, usable, version or why not) for NVRTC, nvcc and the host C++ compiler."""
-    from fuser.lowering import compile as cc
+    from fuser.lowering.backends import compile as cc
     from fuser.lowering.backends import CPU
 
     rows = []
@@ -247,7 +247,7 @@ def run_case(case: Case, backend: str, timer=None) -> dict:
 def gpu_timer():
     """A function timing a cached `execute` with CUDA events (median µs, torch CUDA inputs when
     torch sees the GPU: no host copies in the figure)."""
-    from fuser.lowering import gpu_runtime
+    from fuser.lowering.backends import gpu_runtime
 
     torch = _torch_cuda()
 
@@ -357,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         timer = None
         if backend == "cuda":
             timer = gpu_timer()
-            from fuser.lowering import gpu_runtime
+            from fuser.lowering.backends import gpu_runtime
 
             copy = gpu_runtime.copy_bandwidth()
             say(f"  device-to-device copy: {copy['gbps']:.0f} GB/s ({copy['bytes'] >> 20} MiB, {copy['ms']:.3f} ms)")

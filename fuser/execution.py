@@ -159,7 +159,7 @@ class FusionDefinition(Inspection, FusionBuilder):
         scheduler, its ops as fusion text and where its inputs and outputs come from and go
         (positions in this fusion, or another segment's outputs). Nothing is compiled or run.
         `print(fd.segment(inputs))` shows them all."""
-        from fuser.lowering.segments_view import segment_fusion
+        from fuser.lowering.execution.segments_view import segment_fusion
 
         if self.vector_inputs:
             inputs = self._flat_inputs(inputs)
@@ -223,7 +223,7 @@ class FusionDefinition(Inspection, FusionBuilder):
         """Raises the IndexError of an index that an in-kernel check found out of range in an
         earlier call and that no call raised yet: on the cuda backend a fault is raised at the
         next execute of the same compiled fusion, or here (after waiting for the GPU); on the
-        cpu backend every call raises its own (lowering/index_errors.py)."""
+        cpu backend every call raises its own (lowering/execution/index_errors.py)."""
         self._get_executor().check_index_errors()
 
     def last_kernels(self):
@@ -251,7 +251,7 @@ class FusionDefinition(Inspection, FusionBuilder):
         if executor is None:
             with self._executor_lock:  # one executor (one cache) however many threads call at once
                 if self._executor is None:
-                    from fuser.lowering.executor import FusionExecutor
+                    from fuser.lowering.execution.executor import FusionExecutor
 
                     self._executor = FusionExecutor(self.module)
                 executor = self._executor

@@ -17,11 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 _LAUNCHERS = (
-    ("fuser.lowering.cpu_runtime", "CpuModule", "launch"),
-    ("fuser.lowering.cpu_runtime", "BoundLaunch", "__call__"),
-    ("fuser.lowering.gpu_runtime", "GpuModule", "launch"),
-    ("fuser.lowering.gpu_runtime", "BoundGpuLaunch", "__call__"),
-    ("fuser.lowering.host_segments", "HostCall", "__call__"),
+    ("fuser.lowering.backends.cpu_runtime", "CpuModule", "launch"),
+    ("fuser.lowering.backends.cpu_runtime", "BoundLaunch", "__call__"),
+    ("fuser.lowering.backends.gpu_runtime", "GpuModule", "launch"),
+    ("fuser.lowering.backends.gpu_runtime", "BoundGpuLaunch", "__call__"),
+    ("fuser.lowering.execution.host_calls", "HostCall", "__call__"),
 )
 """(module, class, method) of each function a kernel or host segment is launched through."""
 

@@ -11,7 +11,7 @@ The pieces:
   (`op -> [(operand, operand dim, result dim)]`, for allocation-order inference);
 - `dim_ties`: which extents of operands and result are equal at run time (`op -> [DimTie]`):
   symbolic extents unify them, `concretize` makes them static together;
-- `emitted`: whether lowering/emit_cuda.EMITTERS must have an emitter for it.
+- `emitted`: whether lowering/codegen/emit_cuda.EMITTERS must have an emitter for it.
 
 A piece an op cannot have is declared `NotApplicable("why")`, never left out: a missing
 piece (None) is what test/pytest/test_op_table.py reports.
@@ -74,7 +74,7 @@ class OpPieces:
     layout: LayoutRule | NotApplicable | None = None
     dim_ties: DimRule | NotApplicable | None = None
     emitted: Literal[True] | NotApplicable = True
-    """True: lowering/emit_cuda.EMITTERS must have an entry for the op."""
+    """True: lowering/codegen/emit_cuda.EMITTERS must have an entry for the op."""
 
 
 OP_TABLE: dict[type[Operation], OpPieces] = {}

@@ -243,4 +243,4 @@ def _plan_complex_constant(op: cplx.ConstantOp, plan: ExtentPlan) -> Step:
 _scalar_only = NotApplicable("a complex constant: no tensor result")
 register(cplx.ConstantOp, shape=_scalar_only, interpret=_interpret_complex_constant,
          plan_extents=_plan_complex_constant, layout=_scalar_only, dim_ties=_scalar_only,
-         emitted=NotApplicable("kernels spell it as a literal (lowering/emit_cuda.py)"))
+         emitted=NotApplicable("kernels spell it as a literal (lowering/codegen/emit_cuda.py)"))

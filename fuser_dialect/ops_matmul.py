@@ -2,7 +2,7 @@
 and `fuser.linear` (torch.nn.functional.linear: input @ weight^T + bias).
 
 Neither is emitted as CUDA: segmentation gives each its own *host segment*, a library call
-(numpy, or torch / cuBLAS for torch tensors) between the fused kernels (lowering/host_segments.py),
+(numpy, or torch / cuBLAS for torch tensors) between the fused kernels (lowering/segmentation/host_segments.py),
 the way nvFuser's expression-evaluator segments run ATen. Operands share one floating-point
 dtype, which is the result's; f16/bf16 accumulate in f32 and round once.
 
@@ -29,7 +29,7 @@ from fuser_dialect.shape_rules import ShapeError, join_dim
 from fuser_dialect.types import BROADCAST, DYNAMIC, FLOAT_DTYPES, TensorType
 
 HOST_SEGMENT = NotApplicable(
-    "runs as a host segment (lowering/host_segments.py): a numpy / torch (cuBLAS) call between kernels"
+    "runs as a host segment (lowering/segmentation/host_segments.py): a numpy / torch (cuBLAS) call between kernels"
 )
 
 

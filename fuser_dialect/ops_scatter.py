@@ -9,7 +9,7 @@ along `dim` wins (torch leaves this unspecified; a fixed rule keeps every backen
 bit-identical). An index outside 0..extent-1 is an IndexError, as for gather.
 
 Kernels compute scatter as a *pull*: each result element scans the index along `dim` for
-elements naming it (lowering/emit_cuda.py), so it fuses with the producers of all three
+elements naming it (lowering/codegen/emit_cuda.py), so it fuses with the producers of all three
 operands and the consumers of the result, writes nothing it does not own, and costs
 index.size(dim) compares per element: made for the few positions per row of one-hot targets
 and label smoothing, not for permutations of long rows.

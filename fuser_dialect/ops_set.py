@@ -5,7 +5,7 @@
 
 Both yield their input unchanged (same dtype, same dims). `segment_set` is also a hard
 segmentation hint: its result is written to memory by one kernel and read by the next, so
-the segmenter starts a new kernel after it (lowering/segment_sets.py). Neither op carries a
+the segmenter starts a new kernel after it (lowering/segmentation/segment_sets.py). Neither op carries a
 layout: a fusion output layout is set on `fd.add_output`.
 
 After the definitions, both ops register their pieces in the op table (fuser_dialect/op_table.py)."""

@@ -17,7 +17,7 @@ import numpy as np
 HEADER_BYTES = object.__basicsize__  # PyObject_HEAD: refcount + type (+ tracing fields on debug builds)
 read_pointer = ctypes.c_void_p.from_address
 """`read_pointer(id(a) + HEADER_BYTES).value` is a's data pointer where FAST holds (inlined by
-lowering/call_signature.py's generated functions)."""
+lowering/execution/call_signature.py's generated functions)."""
 
 
 def _slow_address(array: np.ndarray) -> int:

@@ -70,7 +70,7 @@ __all__ = [
 
 DISABLE_KERNEL_INDEX_CHECKS = "kernel_index_checks"
 """The entry that leaves gather/scatter indices computed in a kernel unchecked (faster; an index
-out of range then reads out of bounds, as nvFuser's kernels do: lowering/index_errors.py)."""
+out of range then reads out of bounds, as nvFuser's kernels do: lowering/execution/index_errors.py)."""
 
 KNOWN_DISABLE_OPTIONS = (DISABLE_RESIZE_EXTENTS, DISABLE_KERNEL_INDEX_CHECKS)
 

@@ -4,7 +4,7 @@ produces its lookup tensor (torch.gather allows a smaller index; take_along_axis
 
 Statically the match needs equal static extents (or both broadcast). The executor knows
 more: `exact` lists gathers (by position among the fusion's gathers) whose extents matched
-at run time; it is part of the executor's cache key (lowering/cache_key.py), so a kernel
+at run time; it is part of the executor's cache key (lowering/execution/cache_key.py), so a kernel
 compiled for an exact gather is never reused for a smaller index."""
 
 from __future__ import annotations

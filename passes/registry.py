@@ -34,7 +34,7 @@ register("consecutive-cast", "fuser.passes.consecutive_cast", "ConsecutiveCastPa
 register("allocation-order-inference", "fuser.passes.allocation_order", "AllocationOrderInferencePass")
 register("remove-broadcast-reduction", "fuser.passes.broadcast_reduction", "RemoveBroadcastReductionPass")
 register("fuser-preseg", "fuser.passes.preseg", "PresegPass")
-register("segment", "fuser.lowering.segment_pass", "SegmentPass")
+register("segment", "fuser.lowering.segmentation.segment_pass", "SegmentPass")
 register("concretize", "fuser.passes.concretize", "ConcretizePass")
 # Gather family (cross-entropy).
 register("gather-to-take-along-axis", "fuser.passes.gather_to_take_along_axis", "GatherToTakeAlongAxisPass")

@@ -119,7 +119,7 @@ class FuserOptMain(xDSLOptMain):
     def register_all_targets(self) -> None:
         super().register_all_targets()
         try:
-            from fuser.lowering.targets import CudaTarget
+            from fuser.tools.cuda_target import CudaTarget
         except ImportError:
             return
         self.available_targets["cuda"] = lambda: CudaTarget

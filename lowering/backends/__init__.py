@@ -6,7 +6,7 @@
 - "cuda": the same source compiled to a cubin (NVRTC / nvcc) and launched through pycuda.
 
 A kernel backend splits as tinygrad's runtimes do: its compiler turns a source into a binary
-(cached on disk by source hash: lowering.disk_cache), `program(source)` loads that binary once per
+(cached on disk by source hash: lowering.backends.disk_cache), `program(source)` loads that binary once per
 process, and the program's `launch(name, grid, block, args, needs_sync=...)` runs a kernel and
 returns its byte counters where the backend has them (else None). `allocator(inputs)` gives the
 buffers a call's kernels read and write. Nothing outside this package compares backend names:

@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Hashable, Sequence
 from typing import ClassVar, Protocol
 
-from fuser.lowering.disk_cache import Binary, CachedCompiler
+from fuser.lowering.backends.disk_cache import Binary, CachedCompiler
 
 
 class Program(Protocol):

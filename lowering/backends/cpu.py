@@ -1,5 +1,5 @@
 """The "cpu" backend: generated CUDA C compiled by g++ under the emulation layer
-(lowering.cpu_runtime), run on the host with numpy buffers, every launch counting its global bytes."""
+(lowering.backends.cpu_runtime), run on the host with numpy buffers, every launch counting its global bytes."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from fuser_dialect.inputs import to_numpy
-from fuser.lowering import cpu_runtime
+from fuser.lowering.backends import cpu_runtime
 from fuser.lowering.addresses import numpy_address
 from fuser.lowering.backends.base import KernelBackend
-from fuser.lowering.disk_cache import Binary
+from fuser.lowering.backends.disk_cache import Binary
 
 
 def empty_like_layout(shape: Sequence[int], dtype: np.dtype, order: Sequence[int] | None) -> np.ndarray:
@@ -83,9 +83,9 @@ class HostMemory:
 
     launches_are_synchronous = True
     """A launch has finished when its call returns: a launch plan may hand one thread's next
-    launch the workspace its last launch left zeroed (lowering/launch_plan.py)."""
+    launch the workspace its last launch left zeroed (lowering/execution/launch_plan.py)."""
 
-    # What launch plans use (lowering/launch_plan.py): everything decided once per signature.
+    # What launch plans use (lowering/execution/launch_plan.py): everything decided once per signature.
 
     def allocator(self, shape, dtype, order):
         """A function allocating the buffer `empty` would (called per call of a plan)."""
@@ -105,7 +105,7 @@ class HostMemory:
     def output(self, buf):
         return buf
 
-    # In-kernel index checks (lowering/index_errors.py): launches are synchronous, so the
+    # In-kernel index checks (lowering/execution/index_errors.py): launches are synchronous, so the
     # record is read right after each launch that writes it.
     @staticmethod
     def index_record(records) -> tuple[object, int]:

@@ -1,5 +1,5 @@
-"""The "cuda" backend: generated CUDA C compiled to a cubin (lowering.compile: NVRTC or nvcc) and
-launched through pycuda (lowering.gpu_runtime) on device buffers; torch CUDA tensors in place."""
+"""The "cuda" backend: generated CUDA C compiled to a cubin (lowering.backends.compile: NVRTC or nvcc) and
+launched through pycuda (lowering.backends.gpu_runtime) on device buffers; torch CUDA tensors in place."""
 
 from __future__ import annotations
 
@@ -8,20 +8,20 @@ from collections.abc import Sequence
 import numpy as np
 
 from fuser.lowering.backends.base import KernelBackend
-from fuser.lowering.disk_cache import Binary
+from fuser.lowering.backends.disk_cache import Binary
 
 
 class DeviceMemory:
     """Buffers of the cuda backend for one call. With torch tensors among the inputs ("torch
     mode") every buffer is a torch CUDA tensor from torch's caching allocator and kernels run on
     torch's current stream; with numpy inputs buffers are pooled pycuda memory and kernels run on
-    fuser's own stream (lowering/gpu_runtime.py)."""
+    fuser's own stream (lowering/backends/gpu_runtime.py)."""
 
     launches_are_synchronous = False
-    """Launches are queued on a stream: each gets its own zeroed workspace (lowering/launch_plan.py)."""
+    """Launches are queued on a stream: each gets its own zeroed workspace (lowering/execution/launch_plan.py)."""
 
     def __init__(self, inputs: Sequence[object], torch_mode: bool | None = None):
-        from fuser.lowering import gpu_runtime
+        from fuser.lowering.backends import gpu_runtime
 
         gpu = self.gpu = gpu_runtime
         self.torch_mode = any(gpu._is_tensor(x) for x in inputs) if torch_mode is None else torch_mode
@@ -61,7 +61,7 @@ class DeviceMemory:
     def output(self, buf):
         return buf.output()
 
-    # What launch plans use (lowering/launch_plan.py): everything decided once per signature.
+    # What launch plans use (lowering/execution/launch_plan.py): everything decided once per signature.
 
     def allocator(self, shape, dtype, order):
         """A function allocating an output buffer (torch's allocator in torch mode, the pool
@@ -85,7 +85,7 @@ class DeviceMemory:
     def address(buf) -> int:
         return buf.ptr
 
-    # In-kernel index checks (lowering/index_errors.py): the record is mapped host memory, read
+    # In-kernel index checks (lowering/execution/index_errors.py): the record is mapped host memory, read
     # without a copy at the next call (launches stay asynchronous and graph-capturable).
     def index_record(self, records) -> tuple[object, int]:
         host, device_address = records.gpu_record()
@@ -110,17 +110,17 @@ class CudaBackend(KernelBackend):
     on_gpu = True
 
     def available(self) -> tuple[bool, str]:
-        from fuser.lowering.gpu_runtime import gpu_available
+        from fuser.lowering.backends.gpu_runtime import gpu_available
 
         return gpu_available()
 
     def compiler(self):
-        from fuser.lowering.compile import CudaCompiler, default_arch, find_compiler
+        from fuser.lowering.backends.compile import CudaCompiler, default_arch, find_compiler
 
         return CudaCompiler(find_compiler(), default_arch(), ())
 
     def load(self, binary: Binary, source: str):
-        from fuser.lowering.gpu_runtime import GpuModule
+        from fuser.lowering.backends.gpu_runtime import GpuModule
 
         return GpuModule(binary.data)
 
@@ -128,7 +128,7 @@ class CudaBackend(KernelBackend):
         return DeviceMemory(inputs, True if torch_outputs else None)
 
     def context(self):
-        """The primary context current for the span of a call (lowering/gpu_runtime.py)."""
-        from fuser.lowering.gpu_runtime import context
+        """The primary context current for the span of a call (lowering/backends/gpu_runtime.py)."""
+        from fuser.lowering.backends.gpu_runtime import context
 
         return context()

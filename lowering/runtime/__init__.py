@@ -15,7 +15,7 @@ RACECHECK_HEADER_PATH = RUNTIME_DIR / "fuser_cpu_racecheck.h"
 
 INLINED_HEADERS = {"fuser_philox.h": "FUSER_NEED_PHILOX"}
 """Headers the prelude includes that `prelude()` pastes in as text, and the header macro that
-asks for each (lowering/cuda_exprs.py): the GPU compilers get no include path for this folder,
+asks for each (lowering/codegen/cuda_exprs.py): the GPU compilers get no include path for this folder,
 and the CPU module cache keys on the source text. Without its macro a header's line is dropped,
 so a kernel that does not use it neither carries nor compiles its text."""
 
@@ -34,5 +34,5 @@ def prelude(macros: frozenset[str] = frozenset()) -> str:
 def with_prelude(body: str) -> str:
     """`body` (kernels and FUSER_HOST_LAUNCHER lines) preceded by the prelude. A hand-written
     body may use anything, so it gets the 16-bit headers and every inlined header (generated
-    kernels get them only when their dtypes and ops need them: lowering/render.py)."""
+    kernels get them only when their dtypes and ops need them: lowering/codegen/render.py)."""
     return "#define FUSER_NEED_F16\n" + prelude(frozenset(INLINED_HEADERS.values())) + "\n" + body

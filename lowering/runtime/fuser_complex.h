@@ -1,7 +1,7 @@
 // fuser_complex.h -- complex64 / complex128 for kernels: storage and compute type in one.
 //
-// Part of the support text of kernel sources (lowering/cuda_exprs.py SUPPORT), compiled only when
-// the source defines FUSER_NEED_COMPLEX (lowering/render.py). Plain C++ that NVRTC and g++ both
+// Part of the support text of kernel sources (lowering/codegen/cuda_exprs.py SUPPORT), compiled only when
+// the source defines FUSER_NEED_COMPLEX (lowering/codegen/render.py). Plain C++ that NVRTC and g++ both
 // take: no <complex>, no cuComplex.h. The layout is numpy's and torch's (real, then imaginary),
 // aligned to 8 bytes: complex64 as float2 (one 8-byte access), complex128 as std::complex<double>
 // (a grid reduction's 8-byte workspace slots hold it, lowering/schedulers/grid.py). The default

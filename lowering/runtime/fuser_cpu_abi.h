@@ -1,5 +1,5 @@
 // fuser_cpu_abi.h -- what kernel modules (fuser_cpu_emu.h), the host runtime they link against
-// (fuser_cpu_runtime.cpp) and lowering/cpu_runtime.py (ctypes mirrors) agree on.
+// (fuser_cpu_runtime.cpp) and lowering/backends/cpu_runtime.py (ctypes mirrors) agree on.
 //
 // The host runtime -- OpenMP grid loop, fibers and their context switch, guarded fiber stacks,
 // the SIGSEGV handler, barriers and warp operations, error reports -- is compiled once per
@@ -113,7 +113,7 @@ uint64_t fuser_rt_warp_op(uint8_t op, unsigned mask, uint64_t in, int b_operand,
 void fuser_rt_report_misaligned(const void* p, unsigned bytes, const char* what, uint3 tid);
 [[noreturn]] void fuser_rt_out_of_bounds(uint64_t p, long long idx, unsigned elem_bytes, int n, const char* what,
                                          int region, uint3 tid);
-// Host side, for launch plans (lowering/gather_checks.py): 1 when an element of the contiguous
+// Host side, for launch plans (lowering/execution/gather_checks.py): 1 when an element of the contiguous
 // signed integer array `data` (n elements of elem_bytes 4 or 8) lies outside [0, extent); with
 // has_ignore, elements equal to `ignore` stand for `fill` instead. One pass, no allocation.
 // The arguments come packed, in this order, as 7 int64 (one pointer: ctypes converts each

@@ -1,13 +1,13 @@
 // fuser_cpu_emu.h -- run generated CUDA C on the CPU (g++ -std=c++20 -DFUSER_CPU).
 //
-// Included by fuser_prelude.cuh when FUSER_CPU is defined; lowering/cpu_runtime.py puts this
+// Included by fuser_prelude.cuh when FUSER_CPU is defined; lowering/backends/cpu_runtime.py puts this
 // directory on the include path. Not meant to be included on its own by kernel sources.
 //
 // This header holds what a kernel needs inline: CUDA's types, built-in variables, intrinsics,
 // atomics, the accessors' accounting and checks, and a launcher per kernel. The host runtime
 // (grid loop, fibers, stacks, signal handling, barriers and warp operations) is
 // fuser_cpu_runtime.cpp, compiled once per installation; every module links against it through
-// the interface of fuser_cpu_abi.h (lowering/runtime/prebuilt.py).
+// the interface of fuser_cpu_abi.h (lowering/backends/prebuilt.py).
 //
 // Execution model
 //   * A launch spreads its blocks over OS threads with OpenMP; one OS thread runs one block at a
@@ -31,7 +31,7 @@
 //     call that holds a lock leaves it held); CPU-mode sources must not include C++ standard headers such as
 //     <cmath> (their global `using std::...` declarations clash with the CUDA overloads here).
 //   * Racecheck (-DFUSER_RACECHECK, for FUSER_RACECHECK=1): fuser_cpu_racecheck.h.
-//   * Memcheck (-DFUSER_MEMCHECK, lowering/cpu_runtime.py adds it for FUSER_MEMCHECK=1): every
+//   * Memcheck (-DFUSER_MEMCHECK, lowering/backends/cpu_runtime.py adds it for FUSER_MEMCHECK=1): every
 //     fuser_ld*/fuser_st* must stay inside the pointer parameter it was derived from; the launcher
 //     passes each pointer parameter's byte range (fuser_mem_region). A violation ends the block
 //     before the access happens and fails the launch naming kernel, block, thread, parameter,
@@ -65,7 +65,7 @@
 static_assert(FUSER_FIBER_STACK_BYTES >= 64 * 1024 && FUSER_FIBER_STACK_BYTES % 4096 == 0,
               "FUSER_FIBER_STACK_BYTES: a multiple of 4096, at least 64 KiB (fiber stacks are staggered by up to 32 KiB)");
 
-// What lowering/cpu_runtime.py asks a module before launching anything.
+// What lowering/backends/cpu_runtime.py asks a module before launching anything.
 extern "C" {
 FUSER_EXPORT int fuser_cpu_abi_version(void) { return FUSER_CPU_ABI_VERSION; }
 #if defined(FUSER_MEMCHECK)

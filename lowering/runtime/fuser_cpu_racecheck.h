@@ -11,7 +11,7 @@
 // array and element, the two threads and their access kinds.
 //
 // How: every tracked access goes through `access` (shared arrays are declared as SharedArray,
-// whose elements are Ref proxies: lowering/cpu_runtime.py rewrites `__shared__ T name[N];` into
+// whose elements are Ref proxies: lowering/backends/cpu_runtime.py rewrites `__shared__ T name[N];` into
 // FUSER_RC_SHARED for racecheck builds; dynamic shared memory is a SharedPtr). A per-OS-thread
 // open-addressing table maps each address touched in the current block to the last writer and
 // up to two readers with the barrier interval and warp-operation count they were in; a new

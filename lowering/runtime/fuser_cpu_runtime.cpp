@@ -1,6 +1,6 @@
 // fuser_cpu_runtime.cpp -- the host side of the CPU emulation, compiled once per installation.
 //
-// lowering/runtime/prebuilt.py builds this file into a shared object (g++ -O2 -fopenmp -fPIC
+// lowering/backends/prebuilt.py builds this file into a shared object (g++ -O2 -fopenmp -fPIC
 // -shared, plus the modules' extra flags) that every kernel module links against; the interface
 // is fuser_cpu_abi.h. It owns everything a kernel does not need inline: the OpenMP grid loop,
 // fibers and their context switch, the guarded fiber stacks shared by all modules of a process,
@@ -225,7 +225,7 @@ inline void ctx_switch(Context* from, Context* to) {
 // Fiber stacks. A process loads many modules, and each runs blocks on every OS thread of the
 // OpenMP pool; stacks owned per module and thread would keep a few KiB per fiber resident for
 // every pair (1 MiB per 256-thread pool). So all modules share ONE stack region per OS thread,
-// reached through a pthread key that lowering/cpu_runtime.py creates once per process and passes
+// reached through a pthread key that lowering/backends/cpu_runtime.py creates once per process and passes
 // in fuser_launch_config. Sharing is safe because an OS thread runs one block at a time. The key
 // has no destructor: the FiberPool of whichever module's thread-exit destructor runs first unmaps
 // the region (a C++ thread_local destructor can do what a bare pthread destructor cannot: munmap

@@ -1,7 +1,7 @@
 // fuser_fp8.h -- fp8 <-> float conversions with torch's semantics, bit for bit.
 //
-// Part of the support text of kernel sources (lowering/cuda_exprs.py SUPPORT), compiled only when
-// the source defines FUSER_NEED_FP8 (a kernel with fp8 values, lowering/render.py). The storage
+// Part of the support text of kernel sources (lowering/codegen/cuda_exprs.py SUPPORT), compiled only when
+// the source defines FUSER_NEED_FP8 (a kernel with fp8 values, lowering/codegen/render.py). The storage
 // types are cuda_fp8.h's __nv_fp8_e4m3 / __nv_fp8_e5m2 on the GPU (the prelude includes it) and
 // fuser_cpu_emu.h's one-byte emulation on the CPU; both hold the bits in `__x`.
 //

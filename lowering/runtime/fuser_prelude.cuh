@@ -4,8 +4,8 @@
 // for it. The same kernel text then compiles in two modes:
 //   GPU mode  NVRTC or nvcc (__CUDACC__): plain CUDA; needs <cuda_fp16.h> and <cuda_bf16.h> only
 //             when the source first defines FUSER_NEED_F16 (a kernel with 16-bit floats:
-//             lowering/render.py); without them NVRTC needs no headers at all.
-//   CPU mode  g++ -std=c++20 -fopenmp -DFUSER_CPU -I<this directory> (lowering/cpu_runtime.py):
+//             lowering/codegen/render.py); without them NVRTC needs no headers at all.
+//   CPU mode  g++ -std=c++20 -fopenmp -DFUSER_CPU -I<this directory> (lowering/backends/cpu_runtime.py):
 //             this file includes fuser_cpu_emu.h, which emulates the CUDA subset below.
 //
 // Contract for generated code (everything else CUDA offers is unsupported on the CPU):
@@ -44,7 +44,7 @@
 //   Not emulated    CUDA vector types (float4, ...; use fuser_ld_vec), textures, cooperative groups,
 //                   clusters, async copies, threads spinning on values other threads write.
 //
-// Running on the CPU (lowering/cpu_runtime.py):
+// Running on the CPU (lowering/backends/cpu_runtime.py):
 //   CpuModule.from_source(source).launch("k", grid, block, [arrays and numpy scalars],
 //                                        needs_sync=<kernel uses any Sync op>, dynamic_smem_bytes=...)
 //   returns the bytes loaded/stored through the accessors above; deadlocks, barrier divergence and
@@ -110,7 +110,7 @@
 #endif
 
 // Philox random numbers (fuser.uniform / fuser.normal): for a kernel with a random op
-// (FUSER_NEED_PHILOX, lowering/render.py) runtime.prelude() pastes the header's text in place of
+// (FUSER_NEED_PHILOX, lowering/codegen/render.py) runtime.prelude() pastes the header's text in place of
 // this line, so NVRTC and nvcc need no include path for it; for any other kernel it drops the line.
 #include "fuser_philox.h"
 

@@ -10,7 +10,7 @@ scheduled, launched and emitted.
 - `grid(plan, schedule, extents)`: the launch grid, or None when there is nothing to do;
 - `emit(plan, schedule)`: the kernel body (`KernelBody`), a pure function of its arguments.
 
-Decisions read the kernel analysis (`plan.analysis`, lowering/analysis.py), never C text.
+Decisions read the kernel analysis (`plan.analysis`, lowering/codegen/analysis.py), never C text.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from functools import cached_property
 from xdsl.ir import Operation, SSAValue
 
 from fuser_dialect import ops_compute as C
-from fuser.lowering.emit_cuda import Param
-from fuser.lowering.kernel import KernelPlan
-from fuser.lowering.symbolic import SymbolicExtents
+from fuser.lowering.codegen.emit_cuda import Param
+from fuser.lowering.codegen.kernel import KernelPlan
+from fuser.lowering.schedulers.symbolic import SymbolicExtents
 
 MAX_GRID = 65535
 """The largest grid dimension every launch respects (gridDim.y and .z limit; x is kept under it too)."""

@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from fuser_dialect import ops_compute as C
-from fuser.lowering import cuda_exprs as X
-from fuser.lowering.emit_cuda import KernelEmitter
+from fuser.lowering.codegen import cuda_exprs as X
+from fuser.lowering.codegen.emit_cuda import KernelEmitter
 
 FUNCTOR = {C.ReductionKind.SUM: "FuserSumOp", C.ReductionKind.PROD: "FuserProdOp",
            C.ReductionKind.MAX: "FuserMaxOp", C.ReductionKind.MIN: "FuserMinOp"}

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 from fuser_dialect.types import DYNAMIC, numpy_dtype
 from fuser.lowering.addresses import numpy_address
-from fuser.lowering.analysis import GroupAccess
-from fuser.lowering.emit_cuda import KernelEmitter
-from fuser.lowering.index import vector_lane
-from fuser.lowering.kernel import KernelPlan
+from fuser.lowering.codegen.analysis import GroupAccess
+from fuser.lowering.codegen.emit_cuda import KernelEmitter
+from fuser.lowering.codegen.index import vector_lane
+from fuser.lowering.codegen.kernel import KernelPlan
 from fuser.lowering.schedulers.base import MAX_GRID, Candidate, KernelBody, SchedulerUnit, Verdict
 from fuser.lowering.schedulers.scan import refuse_scans
 

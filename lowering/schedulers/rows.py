@@ -32,15 +32,15 @@ from fuser_dialect import ops_compute as C
 from fuser_dialect import ops_gather as G
 from fuser_dialect import ops_layout as L
 from fuser_dialect.types import TensorType
-from fuser.lowering import cuda_exprs as X
-from fuser.lowering.analysis import RowAccess
-from fuser.lowering.emit_cuda import KernelEmitter, PhaseLoop
-from fuser.lowering.index import ZERO, Ix
-from fuser.lowering.kernel import DROP, FULL, GRID, KEEP, KernelPlan
+from fuser.lowering.codegen import cuda_exprs as X
+from fuser.lowering.codegen.analysis import RowAccess
+from fuser.lowering.codegen.emit_cuda import KernelEmitter, PhaseLoop
+from fuser.lowering.codegen.index import ZERO, Ix
+from fuser.lowering.codegen.kernel import DROP, FULL, GRID, KEEP, KernelPlan
 from fuser.lowering.schedulers.base import MAX_GRID, Candidate, KernelBody, SchedulerUnit, Verdict
 from fuser.lowering.schedulers.grid import SMEM_NAME, Accumulator, emit_grid_combine, shared_declarations
 from fuser.lowering.schedulers.scan import refuse_scans
-from fuser.lowering.symbolic import B, SymbolicExtents
+from fuser.lowering.schedulers.symbolic import B, SymbolicExtents
 
 MAX_PERSISTENT_ITERS = 32
 REGISTER_ITERS = 8

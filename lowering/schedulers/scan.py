@@ -38,10 +38,10 @@ from xdsl.ir import Operation
 
 from fuser_dialect import ops_compute as C
 from fuser_dialect.ops_scan import ScanOp
-from fuser.lowering import cuda_exprs as X
-from fuser.lowering.emit_cuda import KernelEmitter
-from fuser.lowering.index import Ix, loop_var
-from fuser.lowering.kernel import KernelPlan
+from fuser.lowering.codegen import cuda_exprs as X
+from fuser.lowering.codegen.emit_cuda import KernelEmitter
+from fuser.lowering.codegen.index import Ix, loop_var
+from fuser.lowering.codegen.kernel import KernelPlan
 from fuser.lowering.schedulers.base import MAX_GRID, Candidate, KernelBody, SchedulerUnit, Verdict
 from fuser.lowering.schedulers.grid import Accumulator
 

@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
 from fuser import DataType, FusionDefinition
-from fuser.lowering.cache_key import layout_of
+from fuser.lowering.execution.cache_key import layout_of
 
 BACKENDS = ("reference", "cpu")
 

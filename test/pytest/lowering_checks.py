@@ -20,7 +20,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from fuser.lowering.cpu_runtime import cpu_compiler_available
+from fuser.lowering.backends.cpu_runtime import cpu_compiler_available
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -78,7 +78,7 @@ def backends_under_test() -> list[str]:
     listed = os.environ.get("FUSER_TEST_BACKENDS", "").strip()
     if listed:
         return [name.strip() for name in listed.split(",") if name.strip()]
-    from fuser.lowering.gpu_runtime import gpu_available
+    from fuser.lowering.backends.gpu_runtime import gpu_available
 
     return ["cpu"] + (["cuda"] if gpu_available()[0] else [])
 
@@ -136,7 +136,7 @@ def tie(fd, tensors) -> None:
 def compile_for_sm90(sources: dict[str, str], backend: str, cache_dir, monkeypatch) -> int:
     """Compiles every source for sm_90 with `backend` ("nvrtc" or "nvcc"), for real (a fresh
     cubin cache); skips, saying why, when that compiler is missing. Returns how many compiled."""
-    from fuser.lowering import compile as cc
+    from fuser.lowering.backends import compile as cc
 
     try:
         label = cc.find_compiler(backend).label

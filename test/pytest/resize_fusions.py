@@ -20,8 +20,8 @@ from fuser_dialect.extents import ExtentPlan, runtime_arguments
 from fuser_dialect.fusion import the_fusion
 from fuser_dialect.inputs import check_inputs
 from fuser_dialect.interpreter import interpret
-from fuser.lowering.cache import FusionCache
-from fuser.lowering.cache_key import CacheKey, make_key
+from fuser.lowering.execution.cache import FusionCache
+from fuser.lowering.execution.cache_key import CacheKey, make_key
 from fuser.passes.concretize import concretize
 
 

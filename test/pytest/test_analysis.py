@@ -1,4 +1,4 @@
-"""The kernel analysis (lowering/analysis.py) and the scheduler units (lowering/schedulers/):
+"""The kernel analysis (lowering/codegen/analysis.py) and the scheduler units (lowering/schedulers/):
 what each kernel reads with which indices is known before any C is printed, and every
 decision is taken from it. Expected facts are written out by hand from the fusions below."""
 
@@ -10,12 +10,12 @@ import pathlib
 import pytest
 
 from fuser import DataType, FusionDefinition
-from fuser.lowering.index import depends_only_on, loop_var, shifted, structural_key
-from fuser.lowering.render import render
+from fuser.lowering.codegen.index import depends_only_on, loop_var, shifted, structural_key
+from fuser.lowering.codegen.render import render
 from fuser.lowering.schedulers import SCHEDULERS, SchedulerUnit, scheduler_named
 from fuser.lowering.schedulers.pointwise import PointwiseSchedule
 from fuser.lowering.schedulers.rows import RowSchedule
-from fuser.lowering.segment import plan_kernels
+from fuser.lowering.segmentation.segment import plan_kernels
 
 LOWERING = pathlib.Path(__file__).resolve().parents[2] / "lowering"
 

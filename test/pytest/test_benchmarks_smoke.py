@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from fuser.benchmarks import cases, measure, report
-from fuser.lowering.cpu_runtime import cpu_compiler_available
+from fuser.lowering.backends.cpu_runtime import cpu_compiler_available
 
 
 def test_every_case_matches_its_reference_on_the_interpreter():

@@ -19,8 +19,8 @@ from fuser_dialect.extents import ExtentPlan
 from fuser_dialect.fusion import the_fusion
 from fuser_dialect.inputs import check_inputs
 from fuser_dialect.types import DYNAMIC, TensorType
-from fuser.lowering.cache import FusionCache, enable_recompile_log_from_env, logger, maxsize_from_env
-from fuser.lowering.cache_key import InputLayout, layout_of, make_key, stride_layout
+from fuser.lowering.execution.cache import FusionCache, enable_recompile_log_from_env, logger, maxsize_from_env
+from fuser.lowering.execution.cache_key import InputLayout, layout_of, make_key, stride_layout
 from fuser.passes.concretize import concretize
 from resize_fusions import (
     CASES, ReferenceExecutor, pad_scalar_widths, pad_to_broadcast, printed, rope, rope_inputs, rope_oracle,

@@ -1,4 +1,4 @@
-"""Call signatures (lowering/call_signature.py): the function an executor generates for its
+"""Call signatures (lowering/execution/call_signature.py): the function an executor generates for its
 argument kinds returns exactly what the definition, `call_signature`, returns, for any inputs:
 numpy arrays of any dtype and layout, torch tensors, scalars of every accepted type, NaN, inputs
 of unknown types and wrong counts. And grid-reduction workspaces that launch plans reuse per
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from fuser.benchmarks import cases
 from fuser.lowering import addresses
-from fuser.lowering.call_signature import call_signature, signature_function
+from fuser.lowering.execution.call_signature import call_signature, signature_function
 
 KINDS = st.lists(st.sampled_from([True, False, None]), max_size=5).map(tuple)
 

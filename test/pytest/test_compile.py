@@ -1,4 +1,4 @@
-"""lowering.compile: CUDA C -> cubin with NVRTC and nvcc, caching, errors and architecture choice.
+"""lowering.backends.compile: CUDA C -> cubin with NVRTC and nvcc, caching, errors and architecture choice.
 
 No GPU needed. Each backend's tests skip, saying why, where that compiler is missing. The cubin is
 checked against the ELF layout (EM_CUDA machine, SM number in e_flags), not against our own code.
@@ -11,7 +11,7 @@ import struct
 
 import pytest
 
-from fuser.lowering import compile as cc
+from fuser.lowering.backends import compile as cc
 from fuser.lowering.errors import CompileError, FuserError
 
 SAXPY = """\

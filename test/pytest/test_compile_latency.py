@@ -19,11 +19,11 @@ import time
 import ml_dtypes
 import numpy as np
 import pytest
-from fuser.lowering import compile as cc
-from fuser.lowering import cpu_runtime
-from fuser.lowering.render import header_macros
-from fuser.lowering.runtime import prebuilt
-from fuser.lowering.segment import plan_kernels
+from fuser.lowering.backends import compile as cc
+from fuser.lowering.backends import cpu_runtime
+from fuser.lowering.codegen.render import header_macros
+from fuser.lowering.backends import prebuilt
+from fuser.lowering.segmentation.segment import plan_kernels
 
 from fuser import DataType, FusionDefinition
 from fuser_dialect.fusion import the_fusion

@@ -17,7 +17,7 @@ from fuser_dialect.fusion import make_context, the_fusion
 from fuser_dialect.inputs import check_inputs
 from fuser_dialect.interpreter import interpret
 from fuser_dialect.types import BROADCAST, TensorType
-from fuser.lowering.cache_key import make_key
+from fuser.lowering.execution.cache_key import make_key
 from fuser.passes.concretize import ConcretizePass, concretize, parse_cli_inputs, resize_extents_enabled
 from resize_fusions import CASES, pad_scalar_widths, pad_to_broadcast, printed, rope, rope_inputs, rope_oracle
 

@@ -13,7 +13,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from fuser.lowering import cpu_runtime as cr
+from fuser.lowering.backends import cpu_runtime as cr
 from fuser.lowering import settings
 from fuser.lowering.backends import CPU
 from fuser.lowering.backends.cpu import CpuBackend

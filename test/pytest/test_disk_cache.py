@@ -1,4 +1,4 @@
-"""lowering.disk_cache: entries are verified (key, size, sha256) before any loader sees them, a
+"""lowering.backends.disk_cache: entries are verified (key, size, sha256) before any loader sees them, a
 damaged or swapped entry is rebuilt, and an unwritable cache folder costs a warning, not a failure.
 End to end through the cpu backend (g++) and the cubin compiler (NVRTC / nvcc, skipped without)."""
 
@@ -13,10 +13,10 @@ import warnings
 import numpy as np
 import pytest
 
-from fuser.lowering import compile as cc
-from fuser.lowering import cpu_runtime as cr
+from fuser.lowering.backends import compile as cc
+from fuser.lowering.backends import cpu_runtime as cr
 from fuser.lowering.backends import CPU
-from fuser.lowering.disk_cache import Binary, DiskCache
+from fuser.lowering.backends.disk_cache import Binary, DiskCache
 from fuser.lowering.runtime import with_prelude
 
 needs_gxx = pytest.mark.skipif(not cr.cpu_compiler_available(), reason="no g++ for the CPU backend")
@@ -122,7 +122,7 @@ def test_truncated_shared_library_is_rebuilt_before_dlopen(cache_dir):
     entry.write_bytes(whole[: len(whole) // 3])
     child = textwrap.dedent(f"""
         import numpy as np
-        from fuser.lowering import cpu_runtime as cr
+        from fuser.lowering.backends import cpu_runtime as cr
         from fuser.lowering.backends import CPU
         program = CPU.program({source!r})
         x = np.arange(8, dtype=np.float32); y = np.zeros_like(x)
@@ -208,7 +208,7 @@ def test_cubin_cache_in_unwritable_folder_warns_and_compiles(tmp_path, monkeypat
 
 def test_an_unwritable_install_root_is_named_as_such(tmp_path):
     """The warning named FUSER_CACHE_DIR for ~/.cache/fuser/cpu-runtime, which it is not."""
-    from fuser.lowering import disk_cache
+    from fuser.lowering.backends import disk_cache
 
     blocker = tmp_path / "home_file"
     blocker.write_text("")
@@ -225,7 +225,7 @@ def test_stale_temporary_folders_of_dead_processes_are_swept(tmp_path):
     import os
     import time
 
-    from fuser.lowering import temp_files
+    from fuser.lowering.backends import temp_files
 
     dead_pid = 2**22 + 12345  # above pid_max's default: no such process
     old = time.time() - 2 * temp_files.STALE_AFTER_S

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from resize_fusions import CASES
 
-from fuser.lowering.cpu_runtime import cpu_compiler_available
+from fuser.lowering.backends.cpu_runtime import cpu_compiler_available
 
 pytestmark = pytest.mark.skipif(not cpu_compiler_available(), reason="no C++20 compiler for the cpu backend")
 

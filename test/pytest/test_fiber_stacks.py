@@ -14,7 +14,7 @@ import threading
 import numpy as np
 import pytest
 
-from fuser.lowering import cpu_runtime as cr
+from fuser.lowering.backends import cpu_runtime as cr
 
 pytestmark = pytest.mark.skipif(not cr.cpu_compiler_available(), reason="no g++ for the CPU backend")
 

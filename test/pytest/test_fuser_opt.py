@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fuser.lowering import compile as cc
+from fuser.lowering.backends import compile as cc
 
 LOWERING = Path(__file__).resolve().parents[1] / "lowering"
 SPLITS = [(path.name, i, text) for path in sorted(LOWERING.glob("cuda-*.mlir"))

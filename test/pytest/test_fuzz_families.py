@@ -369,7 +369,7 @@ def index_cases(draw) -> Case:
 
     sizes = [draw_sizes(), draw_sizes()]
     # A gather whose index matches its input off the gathered dim becomes take_along_axis:
-    # one cache entry per distinct pattern (lowering/cache_key.py, exact_gathers).
+    # one cache entry per distinct pattern (lowering/execution/cache_key.py, exact_gathers).
     def pattern(s):
         return tuple(all(s[a] == s[b] for d, (a, b) in enumerate(zip(xs, ks)) if d != ax) for xs, ks, ax in gathers)
 

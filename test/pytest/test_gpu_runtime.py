@@ -1,4 +1,4 @@
-"""lowering.gpu_runtime: load cubins, move arrays, launch and time kernels through pycuda.
+"""lowering.backends.gpu_runtime: load cubins, move arrays, launch and time kernels through pycuda.
 
 The `gpu`-marked tests need an NVIDIA GPU, its driver and pycuda; they skip with the reason
 `gpu_available()` gives. Results are compared with numpy. The tests above them check, on any
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fuser.lowering import gpu_runtime as gr
+from fuser.lowering.backends import gpu_runtime as gr
 from fuser.lowering.errors import FuserError
 
 # --------------------------------------------------------------------------- no device needed
@@ -139,7 +139,7 @@ extern "C" __global__ void block_sum(const float* x, float* out, int per_thread)
 
 
 def module(source: str) -> gr.GpuModule:
-    from fuser.lowering.compile import compile_cuda
+    from fuser.lowering.backends.compile import compile_cuda
 
     return gr.GpuModule(compile_cuda(source).cubin)  # default arch: the device's
 
@@ -199,7 +199,7 @@ def test_errors_name_the_problem():
     mod = module(SAXPY)
     with pytest.raises(FuserError, match="no kernel 'saxpi'"):
         mod.launch("saxpi", 1, 1, [])
-    from fuser.lowering.compile import compile_cuda, default_arch
+    from fuser.lowering.backends.compile import compile_cuda, default_arch
 
     major = int(default_arch()[3:]) // 10
     other = "sm_75" if major >= 8 else "sm_90"  # SASS never runs on another major version

@@ -1,4 +1,4 @@
-"""Indices computed inside a fusion are checked in the kernel (lowering/index_errors.py): an
+"""Indices computed inside a fusion are checked in the kernel (lowering/execution/index_errors.py): an
 index that leaves its extent is an IndexError naming the op, the value and the extent — never
 a silent read out of bounds — on the full path and a launch plan's, and the next call works."""
 
@@ -95,10 +95,10 @@ def test_the_checks_can_be_disabled_for_speed(monkeypatch):
 
 
 def test_check_index_errors_raises_what_no_call_has_raised(monkeypatch):
-    """The cuda backend's record is read lazily (lowering/index_errors.py): a fault a kernel
+    """The cuda backend's record is read lazily (lowering/execution/index_errors.py): a fault a kernel
     recorded is raised by the next call of the fusion or by fd.check_index_errors(). Here the
     record is the one a cuda launch would get, filled as the kernel would fill it."""
-    from fuser.lowering import gpu_runtime
+    from fuser.lowering.backends import gpu_runtime
 
     fd = _computed_take_along_axis()
     fd.execute([X, GOOD], backend="cpu")

@@ -1,4 +1,4 @@
-"""The per-call range check of an index input (lowering/gather_checks.py): the host runtime's
+"""The per-call range check of an index input (lowering/execution/gather_checks.py): the host runtime's
 one-pass C loop and the numpy reduction give the same verdict as the definition, element by
 element, on every dtype, ignore value, fill and extent - including extents beyond what the
 index type can hold, where a negative value's unsigned view would otherwise look in range."""
@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from fuser import DataType, FusionDefinition
 from fuser.benchmarks import cases
-from fuser.lowering import gather_checks
-from fuser.lowering.gather_checks import IndexChecks, RangeSource
+from fuser.lowering.execution import gather_checks
+from fuser.lowering.execution.gather_checks import IndexChecks, RangeSource
 
 
 def violates(values: np.ndarray, extent: int, ignore: int | None, fill: int | None) -> bool:
@@ -111,7 +111,7 @@ def test_generated_index_inputs_get_the_definitions_verdict(native, is_int32, va
     saved = gather_checks._native_check
     gather_checks._native_check = None
     try:
-        from fuser.lowering.runtime import prebuilt
+        from fuser.lowering.backends import prebuilt
 
         loaded = dict(prebuilt._loaded)
         prebuilt._loaded.clear()  # no runtime: the numpy reduction

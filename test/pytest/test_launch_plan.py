@@ -1,4 +1,4 @@
-"""Launch plans (lowering/launch_plan.py): a cached execute replays a per-signature plan; any
+"""Launch plans (lowering/execution/launch_plan.py): a cached execute replays a per-signature plan; any
 change of signature takes the full path; index values are checked on every call."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 from fuser.benchmarks import cases
-from fuser.lowering.gather_checks import IndexChecks, RangeSource
+from fuser.lowering.execution.gather_checks import IndexChecks, RangeSource
 
 from fuser import DataType, FusionDefinition
 

@@ -42,8 +42,8 @@ def test_no_upward_imports(path):
 
 def test_the_check_sees_lazy_imports(tmp_path):
     lazy = tmp_path / "lazy.py"
-    lazy.write_text("def f():\n    from fuser.lowering.executor import FusionExecutor\n")
-    assert "fuser.lowering.executor" in _imported_modules(lazy)
+    lazy.write_text("def f():\n    from fuser.lowering.execution.executor import FusionExecutor\n")
+    assert "fuser.lowering.execution.executor" in _imported_modules(lazy)
 
 
 def test_every_package_folder_is_installed():
@@ -68,25 +68,28 @@ def test_every_package_folder_is_installed():
     assert not on_disk - listed, f"package folders not in pyproject.toml's packages: {sorted(map(str, on_disk - listed))}"
 
 
-def _runtime_imports(path: pathlib.Path, package: str) -> set[str]:
-    """The modules of `package` that `path` imports when it runs (lazy imports inside functions
-    included; imports under `if TYPE_CHECKING:` are annotations only, and left out)."""
+def _run_time_imports(path: pathlib.Path) -> list[str]:
+    """Every module name `path` imports when it runs, and for `from m import n` also `m.n`
+    (lazy imports inside functions included; imports under `if TYPE_CHECKING:` are
+    annotations only, and left out)."""
     tree = ast.parse(path.read_text())
-    skipped = {id(n) for node in ast.walk(tree)
-               if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
-               for child in node.body for n in ast.walk(child)}
-    found = set()
+    annotation_only = {id(n) for node in ast.walk(tree)
+                       if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+                       for child in node.body for n in ast.walk(child)}
+    names = []
     for node in ast.walk(tree):
-        if id(node) in skipped:
+        if id(node) in annotation_only:
             continue
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            names += [node.module] + [f"{node.module}.{a.name}" for a in node.names]
         elif isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        else:
-            continue
-        found |= {n.split(".")[1] for n in names if n.startswith(package + ".") and n.count(".") == 1}
-    return found
+            names += [a.name for a in node.names]
+    return names
+
+
+def _runtime_imports(path: pathlib.Path, package: str) -> set[str]:
+    """The modules directly in `package` that `path` imports at run time."""
+    return {n.split(".")[1] for n in _run_time_imports(path) if n.startswith(package + ".") and n.count(".") == 1}
 
 
 def test_the_dialect_modules_import_without_a_cycle():
@@ -108,3 +111,46 @@ def test_the_dialect_modules_import_without_a_cycle():
     for m in sorted(modules):
         if m not in state:
             visit(m, [m])
+
+
+LOWERING_LAYERS = {
+    # folder of lowering/: the folders of lowering/ it must not import (docs/architecture.md).
+    # Top-level modules (settings, errors, addresses) import no folder and are open to all.
+    "runtime": ("backends", "codegen", "schedulers", "segmentation", "execution"),
+    "backends": ("codegen", "schedulers", "segmentation", "execution"),
+    "codegen": ("backends", "schedulers", "segmentation", "execution"),
+    "schedulers": ("backends", "segmentation", "execution"),
+    "segmentation": ("backends", "execution"),
+    "execution": (),
+}
+
+
+def _lowering_imports(path: pathlib.Path) -> set[str]:
+    """The lowering/ folders and top-level modules `path` imports at run time."""
+    return {n.split(".")[2] for n in _run_time_imports(path) if n.startswith("fuser.lowering.")}
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "lowering").rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
+def test_lowering_folders_import_down_the_pipeline(path):
+    """segmentation -> schedulers -> codegen, and execution over all of them and the backends;
+    backends and codegen know nothing of each other (annotation-only imports aside)."""
+    parts = path.relative_to(ROOT / "lowering").parts
+    imported = _lowering_imports(path)
+    if len(parts) == 1:  # a top-level module: shared by every folder, so it imports none of them
+        assert not imported & set(LOWERING_LAYERS), f"lowering/{parts[0]} imports {sorted(imported & set(LOWERING_LAYERS))}"
+        return
+    banned = imported & set(LOWERING_LAYERS[parts[0]])
+    assert not banned, f"lowering/{'/'.join(parts)} imports lowering/{sorted(banned)}"
+
+
+def test_every_lowering_folder_has_a_layer():
+    folders = {p.name for p in (ROOT / "lowering").iterdir() if (p / "__init__.py").exists()}
+    assert folders == set(LOWERING_LAYERS)
+
+
+def test_the_folder_check_sees_lazy_imports_but_not_annotations(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                      "    from fuser.lowering.schedulers.base import SchedulerUnit\n"
+                      "def f():\n    from fuser.lowering.execution import launch\n")
+    assert _lowering_imports(module) == {"execution"}

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fuser import DataType, FusionDefinition
-from fuser.lowering import cpu_runtime as cr
+from fuser.lowering.backends import cpu_runtime as cr
 from fuser.lowering import settings
 from fuser.lowering.errors import LaunchError, MemcheckError
 from fuser.lowering.runtime import with_prelude
@@ -157,7 +157,7 @@ def test_memcheck_is_a_compile_flag_and_part_of_the_cache_key(monkeypatch):
 
 def computed_index_fusion() -> FusionDefinition:
     """take_along_axis(x, sum(counts, 1)): the index comes out of a reduction, so the host cannot
-    check it before launch; the kernel does (lowering/index_errors.py) unless told not to."""
+    check it before launch; the kernel does (lowering/execution/index_errors.py) unless told not to."""
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[-1, -1])
         counts = fd.define_tensor(shape=[-1, -1], dtype=DataType.Int)

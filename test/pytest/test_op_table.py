@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from xdsl.irdl import IRDLOperation, irdl_op_definition, operand_def, result_def
 
-from fuser.lowering.emit_cuda import ACCESS_RULES, EMITTERS
+from fuser.lowering.codegen.emit_cuda import ACCESS_RULES, EMITTERS
 from fuser_dialect.dialect import Fuser
 from fuser_dialect.op_table import OP_TABLE, NotApplicable, missing_pieces, register, same_dims, same_position
 from fuser_dialect.types import TensorType

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from fuser import FusionDefinition
-from fuser.lowering import compile as cc
-from fuser.lowering.render import render
+from fuser.lowering.backends import compile as cc
+from fuser.lowering.codegen.render import render
 from fuser.lowering.schedulers.rows import REGISTER_ITERS, SHARED_ROW_BYTES, SharedRowStorage
-from fuser.lowering.segment import plan_kernels
+from fuser.lowering.segmentation.segment import plan_kernels
 from lowering_checks import check, requires_cpu_backend
 
 ROW_LENGTHS = [1024, 4096, 8192, 16384, 32768]

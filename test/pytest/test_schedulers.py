@@ -263,7 +263,7 @@ def test_outer_dim_sum(rows, cols):
 def test_reductions_over_different_dims_split():
     """Two reductions of one tensor over different dims cannot share a kernel: two reduction
     kernels, the second with the reason (also checked with FileCheck in test/lowering)."""
-    from fuser.lowering.segment import plan_kernels
+    from fuser.lowering.segmentation.segment import plan_kernels
 
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[-1, -1])
@@ -306,7 +306,7 @@ def test_every_generated_kernel_compiles_with_nvrtc(tmp_path, monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------------
-# Segmentation bugs found while writing these tests (lowering/segment.py). These fail until
+# Segmentation bugs found while writing these tests (lowering/segmentation/segment.py). These fail until
 # segment.py is fixed; they are last so that `pytest -x` runs everything else first.
 # ------------------------------------------------------------------------------------------------
 

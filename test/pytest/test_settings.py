@@ -8,10 +8,11 @@ import warnings
 import numpy as np
 import pytest
 
-from fuser.lowering import cpu_runtime as cr
-from fuser.lowering import backends, settings
+from fuser.lowering.backends import cpu_runtime as cr
+from fuser.lowering import backends
+from fuser.lowering import settings
 from fuser.lowering.backends import CPU, CUDA, REFERENCE, default_backend, get_backend
-from fuser.lowering.cache import FusionCache
+from fuser.lowering.execution.cache import FusionCache
 from fuser.lowering.errors import FuserError
 from fuser.lowering.runtime import with_prelude
 

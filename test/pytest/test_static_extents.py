@@ -20,8 +20,9 @@ from fuser_dialect.extents import ExtentError, ExtentPlan, runtime_arguments
 from fuser_dialect.fusion import make_context, the_fusion
 from fuser_dialect.inputs import check_inputs
 from fuser_dialect.types import TensorType
-from fuser.lowering.kernel import KernelPlan
-from fuser.lowering.segment import plan_kernels
+from fuser.lowering.codegen.kernel import KernelPlan
+from fuser.lowering.schedulers import scheduler_named
+from fuser.lowering.segmentation.segment import plan_kernels
 from fuser.passes.concretize import concretize
 from lowering_checks import check
 
@@ -298,4 +299,4 @@ def test_a_kernel_plan_without_outputs_is_refused():
     module = Parser(make_context(), RECOMPUTED_SEGMENT).parse_module()
     exp_op = next(op for op in the_fusion(module).body.block.ops if op.name == "fuser.unary")
     with pytest.raises(ValueError, match="writes no output: a kernel with nothing to compute must not be planned"):
-        KernelPlan(index=0, ops=[exp_op], scheduler="pointwise")
+        KernelPlan(index=0, ops=[exp_op], unit=scheduler_named("pointwise"))

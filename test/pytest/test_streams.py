@@ -18,7 +18,7 @@ import pytest
 
 from fuser import DataType, FusionDefinition
 from fuser.lowering.backends.cpu import CpuBackend, HostMemory
-from fuser.lowering.gpu_runtime import gpu_available
+from fuser.lowering.backends.gpu_runtime import gpu_available
 
 
 class _Streams:
@@ -124,7 +124,7 @@ def gpu(test):
 @gpu
 def test_launches_go_to_torch_current_stream(monkeypatch):
     torch = pytest.importorskip("torch")
-    from fuser.lowering import gpu_runtime as gr
+    from fuser.lowering.backends import gpu_runtime as gr
 
     received = []
     real = gr.launch_kernel

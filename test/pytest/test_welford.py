@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from fuser import DataType, FusionDefinition
-from fuser.lowering.cpu_runtime import cpu_compiler_available
+from fuser.lowering.backends.cpu_runtime import cpu_compiler_available
 from fuser.passes.decompose_welford import DecomposeWelfordPass
 from fuser_dialect.fusion import make_context, the_fusion
 from fuser_dialect.interpreter import interpret

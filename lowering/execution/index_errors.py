@@ -17,7 +17,7 @@ When the record is read:
   a later synchronization. Concurrent calls of one compiled fusion on several streams share its
   record, so a fault may be reported by another of those calls.
 
-The host's range checks of indices that are fusion inputs on the host (lowering/gather_checks.py)
+The host's range checks of indices that are fusion inputs on the host (lowering/execution/gather_checks.py)
 still run before launch: they raise before anything is written.
 """
 
@@ -54,7 +54,7 @@ class IndexErrorRecords:
         if self._gpu is None:
             with self._lock:
                 if self._gpu is None:
-                    from fuser.lowering import gpu_runtime
+                    from fuser.lowering.backends import gpu_runtime
 
                     self._gpu = gpu_runtime.mapped_zeros(WORDS, np.int64)
         return self._gpu
@@ -83,7 +83,7 @@ def describe_fault(sites, site: int, value: int, extent: int) -> str:
     op = sites[site] if 0 <= site < len(sites) else None
     if op is None:
         return f"an index {value} is out of range for an extent of {extent} (valid: 0..{extent - 1})"
-    from fuser.lowering.gather_checks import IndexCheck
+    from fuser.lowering.execution.gather_checks import IndexCheck
 
     source = IndexCheck(op.parent_op(), op).source()
     return (f"{source}: index {value} is out of range for {op.name} along dim {op.axis} of extent {extent} "

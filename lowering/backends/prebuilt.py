@@ -23,8 +23,8 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from fuser.lowering import temp_files
-from fuser.lowering.disk_cache import Binary, DiskCache, digest, install_roots
+from fuser.lowering.backends import temp_files
+from fuser.lowering.backends.disk_cache import Binary, DiskCache, digest, install_roots
 from fuser.lowering.errors import CompileError
 from fuser.lowering.runtime import EMU_HEADER_PATH, RACECHECK_HEADER_PATH, RUNTIME_DIR
 

@@ -8,7 +8,7 @@ Whether a group of ops can be one kernel is the scheduler units' question
 (lowering/schedulers/: pointwise, reduction, inner_persistent, tried in order); this module
 only decides which groups to ask about and what each kernel reads and writes.
 
-A fusion with matmul/linear ops is cut into stages at them (lowering/host_segments.py): each
+A fusion with matmul/linear ops is cut into stages at them (lowering/segmentation/host_segments.py): each
 runs as a host segment of its own, and each stage's other ops are segmented as above.
 """
 
@@ -23,11 +23,11 @@ from fuser_dialect import ops_compute as C
 from fuser_dialect.ops_set import SegmentSetOp
 from fuser_dialect.types import TensorType
 from fuser_dialect.union_find import UnionFind
-from fuser.lowering.host_segments import host_plan, is_host_op, staged_segments
-from fuser.lowering.kernel import KernelPlan
-from fuser.lowering.segment_sets import segment_set_segments
-from fuser.lowering.schedulers import Candidate, Verdict, classify
-from fuser.lowering.symbolic import SymbolicExtents
+from fuser.lowering.segmentation.host_segments import host_plan, is_host_op, staged_segments
+from fuser.lowering.codegen.kernel import KernelPlan
+from fuser.lowering.segmentation.segment_sets import segment_set_segments
+from fuser.lowering.schedulers import Candidate, Verdict, classify, scheduler_named
+from fuser.lowering.schedulers.symbolic import SymbolicExtents
 
 _MAX_RECOMPUTE = 8
 """At most this many pointwise ops are recomputed in a consumer instead of stored and reloaded."""
@@ -213,7 +213,7 @@ class Segmenter:
                 groups.setdefault(self.sym.shape(v), []).append(v)
             plans.append(KernelPlan(
                 index=len(plans), ops=seg, inputs=inputs, outputs=outputs, groups=list(groups.values()),
-                scheduler=verdict.scheduler, split_reason=reason, domain=verdict.domain,
+                unit=scheduler_named(verdict.scheduler), split_reason=reason, domain=verdict.domain,
                 reduced_dims=verdict.reduced_dims, forms=verdict.forms,
             ))
         return plans

@@ -1,6 +1,6 @@
 """Launching compiled kernels: buffers, kernel arguments from run-time extents, records.
 
-Every kernel parameter (lowering.emit_cuda.Param) is filled from the call through
+Every kernel parameter (lowering.codegen.emit_cuda.Param) is filled from the call through
 `ARGUMENT_SOURCES`, a table keyed by `Param.kind`: each entry turns a parameter into an
 argument *source* — `Buffer(value)` (the pointer of a call buffer: an input, an output or an
 intermediate), `PerLaunch(words)` (a zero-filled scratch buffer allocated for every launch, e.g.
@@ -8,7 +8,7 @@ a grid reduction's workspace) or a constant (a numpy scalar: element strides of 
 arrays, extents and scalar values from `evaluate_extents` on the concretized fusion, normalised
 slice starts from its resize facts). A new kind is one entry here; one whose buffer is allocated
 per launch returns a `PerLaunch`, which both the full path (`Launcher.run`) and launch plans
-(lowering/launch_plan.py) allocate before each launch.
+(lowering/execution/launch_plan.py) allocate before each launch.
 
 The full path (`Launcher.run`) resolves the sources and launches through the program's checked
 `launch`; it also returns the `KernelLaunch` specs a launch plan is built from."""
@@ -27,10 +27,10 @@ from fuser_dialect import philox
 from fuser_dialect.inputs import arg_label
 from fuser_dialect.ops_random import unseeded_random_ops
 from fuser_dialect.types import TensorType
-from fuser.lowering.compiled import CompiledFusion, CompiledKernels
-from fuser.lowering.emit_cuda import Param
+from fuser.lowering.execution.compiled import CompiledFusion, CompiledKernels
+from fuser.lowering.codegen.emit_cuda import Param
 from fuser.lowering.errors import MemcheckError
-from fuser.lowering.host_segments import HostKernel
+from fuser.lowering.execution.host_calls import HostKernel
 
 _SCALAR_CTYPES = {"double": np.float64, "float": np.float32, "long long": np.int64, "int": np.int32, "bool": np.bool_}
 
@@ -52,7 +52,7 @@ class PerLaunch:
 @dataclass(frozen=True)
 class IndexErrorWord:
     """Argument source: the record a kernel's in-kernel index checks write a fault into
-    (lowering/index_errors.py): one per compiled fusion (and thread, on the host)."""
+    (lowering/execution/index_errors.py): one per compiled fusion (and thread, on the host)."""
 
 
 @dataclass(frozen=True)
@@ -233,7 +233,7 @@ class Launcher:
         return [self.result(v) for v in self.returned], records, launches
 
     def run_host(self, plan, kernel: HostKernel, backend) -> KernelRecord:
-        """Runs a host segment (lowering/host_segments.py): a library call, no grid, no CUDA C."""
+        """Runs a host segment (lowering/segmentation/host_segments.py): a library call, no grid, no CUDA C."""
         counts = kernel.call([self.buffers[v] for v in kernel.call.operand_values], self.buffers[plan.outputs[0]])
         loaded, stored = counts if backend.counts_bytes else (None, None)
         return KernelRecord(kernel.name, plan.scheduler, None, None, "", loaded, stored, False)

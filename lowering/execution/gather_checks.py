@@ -1,7 +1,7 @@
 """Out-of-range indices are an error, never a silent out-of-bounds read.
 
 Every gather / take_along_axis / index_select / scatter index is checked in the kernel that
-reads it (lowering/index_errors.py: a compare per index read, the first fault recorded and
+reads it (lowering/execution/index_errors.py: a compare per index read, the first fault recorded and
 raised as an IndexError). This module adds the host's check before launch, for the indices it
 can check cheaply from an input that lives on the host: it raises before anything is written.
 The index values change between calls with the same signature, so a launch plan runs these
@@ -30,21 +30,16 @@ from xdsl.dialects import arith, func
 from xdsl.ir import SSAValue
 
 from fuser.lowering.addresses import numpy_address
+from fuser.lowering.codegen.emit_cuda import index_ops
 from fuser_dialect.inputs import arg_label, is_torch_tensor, to_numpy
 from fuser_dialect.interpreter import backward_slice, evaluate_values
 from fuser_dialect.ops_compute import BinaryKind, BinaryOp, CastOp, WhereOp
-from fuser_dialect.ops_gather import GatherOp, IndexSelectOp, TakeAlongAxisOp
-from fuser_dialect.ops_scatter import ScatterOp
 from fuser_dialect.ops_layout import BroadcastInDimOp, BroadcastOp, ExpandOp, PermuteOp, ReshapeOp, SqueezeOp
 from fuser_dialect.types import TensorType, numpy_dtype
 
 _LAYOUT_OPS = (BroadcastOp, BroadcastInDimOp, SqueezeOp, ExpandOp, ReshapeOp, PermuteOp)
 _max = np.maximum.reduce
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
-
-
-def index_ops(fusion: func.FuncOp) -> list:
-    return [op for op in fusion.body.block.ops if isinstance(op, (GatherOp, TakeAlongAxisOp, IndexSelectOp, ScatterOp))]
 
 
 def _integer_dtype(v: SSAValue) -> np.dtype | None:
@@ -150,7 +145,7 @@ class IndexCheck:
         if index_numel == 0:
             return False
         if self.range is None:
-            return False  # a computed index: checked in the kernel (lowering/index_errors.py)
+            return False  # a computed index: checked in the kernel (lowering/execution/index_errors.py)
         return _on_host(inputs[self.range.arg])
 
     def check(self, inputs: Sequence[object], extent: int) -> None:
@@ -218,7 +213,7 @@ def _native_range_check():
     (None before, and on other backends: the numpy reduction serves them)."""
     global _native_check
     if _native_check is None:
-        from fuser.lowering.runtime.prebuilt import loaded_runtime
+        from fuser.lowering.backends.prebuilt import loaded_runtime
 
         lib = loaded_runtime()
         if lib is None:

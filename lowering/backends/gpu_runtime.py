@@ -11,7 +11,7 @@ executor's cuda path open.
 
 Streams: pycuda launches only on its own `Stream` objects, and torch's streams are not those,
 and it hands out no CUfunction handle; so modules are loaded and kernels launched with the
-driver API on a stream *handle* (lowering/cuda_driver.py), in the context pycuda made current.
+driver API on a stream *handle* (lowering/backends/cuda_driver.py), in the context pycuda made current.
 Which stream: with torch
 tensors, torch's current stream of the device (`torch_stream`, read per call, so
 `with torch.cuda.stream(s)` is honoured); with numpy arrays, fuser's own blocking stream
@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from fuser.lowering import cuda_driver
+from fuser.lowering.backends import cuda_driver
 from fuser.lowering.addresses import span_bytes
 from fuser.lowering.errors import FuserError
 
@@ -191,7 +191,7 @@ def torch_stream(ordinal: int) -> Callable[[], int]:
 
 def launch_kernel(function: int, grid: tuple, block: tuple, shared_bytes: int, stream: int, params: bytes,
                   kernel_name: str = "") -> None:
-    """cuLaunchKernel on a stream handle (lowering/cuda_driver.py); the tests and the benchmark
+    """cuLaunchKernel on a stream handle (lowering/backends/cuda_driver.py); the tests and the benchmark
     harness replace this function to see or swap launches."""
     cuda_driver.launch(function, grid, block, shared_bytes, stream, params, kernel_name)
 

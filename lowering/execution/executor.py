@@ -1,9 +1,9 @@
 """`FusionExecutor`: what `FusionDefinition.execute` runs, on any backend (lowering.backends).
 
 The reference backend interprets the fusion. On a kernel backend a call first computes its
-signature (lowering/launch_plan.py) and, when a launch plan exists for it, replays the plan:
+signature (lowering/execution/launch_plan.py) and, when a launch plan exists for it, replays the plan:
 index checks, output buffers, prebuilt launches — nothing else. Otherwise the full path: check
-inputs → evaluate extents → index checks → cache key (lowering/cache_key.py: exactly what
+inputs → evaluate extents → index checks → cache key (lowering/execution/cache_key.py: exactly what
 concretization and code generation consume) → on a miss, concretize + preseg + segment →
 schedules from the extents → kernels (compiled once per schedule tuple) → launch; then a plan is
 stored for the signature. A compile is logged with its reason (FUSER_LOG=recompile)."""
@@ -24,13 +24,13 @@ from fuser_dialect.fusion import the_fusion
 from fuser_dialect.inputs import check_inputs
 from fuser.lowering import settings
 from fuser.lowering.backends import Backend
-from fuser.lowering.cache import CacheInfo, FusionCache
-from fuser.lowering.cache_key import make_key
-from fuser.lowering.compiled import build_compiled_fusion
-from fuser.lowering.gather_checks import IndexChecks
-from fuser.lowering.launch import KernelRecord, Launcher
-from fuser.lowering.call_signature import argument_kinds, signature_function
-from fuser.lowering.launch_plan import MAX_PLANS, LaunchPlan
+from fuser.lowering.execution.cache import CacheInfo, FusionCache
+from fuser.lowering.execution.cache_key import make_key
+from fuser.lowering.execution.compiled import build_compiled_fusion
+from fuser.lowering.execution.gather_checks import IndexChecks
+from fuser.lowering.execution.launch import KernelRecord, Launcher
+from fuser.lowering.execution.call_signature import argument_kinds, signature_function
+from fuser.lowering.execution.launch_plan import MAX_PLANS, LaunchPlan
 from fuser.passes.concretize import kernel_index_checks_enabled, resize_extents_enabled
 
 
@@ -152,10 +152,10 @@ class FusionExecutor:
 
     def check_index_errors(self) -> None:
         """Raises the IndexError an in-kernel index check of an earlier call recorded and that
-        no call has raised yet (cuda: after waiting for the GPU; lowering/index_errors.py)."""
+        no call has raised yet (cuda: after waiting for the GPU; lowering/execution/index_errors.py)."""
         pending = [c.__dict__["index_records"] for c in self.cache.values() if "index_records" in c.__dict__]
         if any(records.on_gpu for records in pending):
-            from fuser.lowering import gpu_runtime
+            from fuser.lowering.backends import gpu_runtime
 
             gpu_runtime.synchronize()  # the primary context: every stream, torch's included
         for records in pending:

@@ -31,7 +31,7 @@ def segment_set_stages(ops: list[Operation]) -> list[list[Operation]]:
 
 
 def segment_set_segments(segmenter) -> list:
-    """The segments of the fusion of `segmenter` (a lowering.segment.Segmenter): each stage's
+    """The segments of the fusion of `segmenter` (a lowering.segmentation.segment.Segmenter): each stage's
     ops grouped by its `kernel_segments`; a stage's first kernel says why it split."""
     segments = []
     for k, stage in enumerate(segment_set_stages(segmenter.ops)):

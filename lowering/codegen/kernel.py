@@ -12,7 +12,7 @@ from xdsl.ir import Operation, SSAValue
 from fuser_dialect.ops_compute import ReductionOp
 
 if TYPE_CHECKING:
-    from fuser.lowering.analysis import KernelAnalysis
+    from fuser.lowering.codegen.analysis import KernelAnalysis
     from fuser.lowering.schedulers.base import SchedulerUnit
 
 FULL, KEEP, DROP, GRID = "full", "keep", "drop", "grid"
@@ -30,8 +30,9 @@ class KernelPlan:
 
     index: int
     ops: list[Operation]
-    scheduler: str
-    """The name of the scheduler unit (lowering/schedulers/) that runs this kernel."""
+    unit: SchedulerUnit
+    """The scheduler unit (lowering/schedulers/) that chooses this kernel's schedule and emits
+    its body (segmentation sets it; codegen only calls it, so it imports no scheduler)."""
     inputs: list[SSAValue] = field(default_factory=list)
     outputs: list[SSAValue] = field(default_factory=list)
     split_reason: str = ""
@@ -55,10 +56,9 @@ class KernelPlan:
         return f"fuser_kernel_{self.index}_{self.scheduler}"
 
     @property
-    def unit(self) -> SchedulerUnit:
-        from fuser.lowering.schedulers import scheduler_named
-
-        return scheduler_named(self.scheduler)
+    def scheduler(self) -> str:
+        """The unit's name: "pointwise", "reduction", "inner_persistent" or "scan"."""
+        return self.unit.name
 
     def domain_values(self) -> list[SSAValue]:
         """One value per iteration domain: each group's first output, or the reduction domain."""
@@ -84,6 +84,6 @@ class KernelPlan:
     @cached_property
     def analysis(self) -> KernelAnalysis:
         """Which loads the kernel makes and with which indices (computed once, before scheduling)."""
-        from fuser.lowering.analysis import KernelAnalysis
+        from fuser.lowering.codegen.analysis import KernelAnalysis
 
         return KernelAnalysis(self)

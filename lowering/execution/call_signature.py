@@ -1,4 +1,4 @@
-"""The signature of one `execute` call: what a launch plan is keyed by (lowering/launch_plan.py).
+"""The signature of one `execute` call: what a launch plan is keyed by (lowering/execution/launch_plan.py).
 
 Per input: for a numpy array its shape, strides, dtype and the alignment class of its data
 address (address mod 16: it decides vector widths); for a torch tensor its type, shape, strides,

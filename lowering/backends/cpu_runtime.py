@@ -6,7 +6,7 @@ documents, and the module links against the host runtime built once per installa
 (runtime/prebuilt.py), so g++ compiles only the kernels. Every kernel followed by FUSER_HOST_LAUNCHER(k) exports `k__launch` (cuLaunchKernel-like:
 args[i] points at the i-th argument) and `k__signature` (parameter types, used to check arguments).
 
-`CpuCompiler` turns a source into shared-library bytes, cached by lowering.disk_cache under
+`CpuCompiler` turns a source into shared-library bytes, cached by lowering.backends.disk_cache under
 $FUSER_CACHE_DIR/cpu, keyed by the sha256 of the source, the flags, the compiler, the runtime
 headers and the host runtime's key. `CpuModule(binary)` loads those bytes (the cpu backend loads each source once).
 
@@ -33,12 +33,12 @@ from typing import Sequence
 import ml_dtypes
 import numpy as np
 
-from fuser.lowering import settings, temp_files
+from fuser.lowering import settings
+from fuser.lowering.backends import prebuilt, racecheck, temp_files
 from fuser.lowering.addresses import numpy_address, span_bytes
-from fuser.lowering.disk_cache import Binary, CachedCompiler, DiskCache, digest
+from fuser.lowering.backends.disk_cache import Binary, CachedCompiler, DiskCache, digest
 from fuser.lowering.errors import CompileError, FuserError, LaunchError, MemcheckError, RaceError
 from fuser.lowering.runtime import EMU_HEADER_PATH, PRELUDE_PATH, RACECHECK_HEADER_PATH, RUNTIME_DIR
-from fuser.lowering.runtime import prebuilt, racecheck
 
 ABI_VERSION = 7  # FUSER_CPU_ABI_VERSION in fuser_cpu_abi.h
 CACHE_FORMAT = "2"  # bump to invalidate every cached module

@@ -1,4 +1,4 @@
-"""CUDA C source -> cubin or PTX bytes, cached; loading and launching live in `lowering.gpu_runtime`.
+"""CUDA C source -> cubin or PTX bytes, cached; loading and launching live in `lowering.backends.gpu_runtime`.
 
 Compiling needs no GPU: NVRTC runs in process through `cuda.bindings.nvrtc` (the optional
 `fuser[nvrtc]` extra; 130-350 ms for a one-kernel program as measured on the 2-core CPU machine, see
@@ -12,11 +12,11 @@ here): cubin. `compile_cuda` gives a cubin unless asked; the cuda backend decide
 
 NVRTC gets `-minimal` (12.4+; no textures, device-side launches or runtime API types, which fuser
 never emits) and no include path until a source needs one: kernels without 16-bit floats include
-nothing (lowering/render.py). NVRTC's bundled headers are installed once per user and NVRTC
+nothing (lowering/codegen/render.py). NVRTC's bundled headers are installed once per user and NVRTC
 version, under `$FUSER_SHARED_CACHE_DIR/nvrtc-include/<version>` (default `~/.cache/fuser`), shared by
 every FUSER_CACHE_DIR.
 
-Results are memoised in process and stored by lowering.disk_cache under `$FUSER_CACHE_DIR/cubin`
+Results are memoised in process and stored by lowering.backends.disk_cache under `$FUSER_CACHE_DIR/cubin`
 (default `~/.cache/fuser/cubin`) as `<key>.cubin`, a plain cubin that `cuobjdump` can read, or
 under `ptx/` as `<key>.ptx`, with a verified sidecar; the key is the sha256 of source, arch,
 options, output and compiler version.
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fuser.lowering import settings
-from fuser.lowering.disk_cache import Binary, CachedCompiler, DiskCache, digest, install_roots
+from fuser.lowering.backends.disk_cache import Binary, CachedCompiler, DiskCache, digest, install_roots
 from fuser.lowering.errors import CompileError, FuserError  # CompileError: always built with keywords
 
 DEFAULT_ARCH = "sm_90"

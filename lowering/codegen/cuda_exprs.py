@@ -33,7 +33,7 @@ OP_HEADER_MACRO = {op.name: "FUSER_NEED_PHILOX" for op in RANDOM_OPS}
 the header the op's C calls (fuser_philox.h for the random ops)."""
 
 SUPPORT = r"""
-#if defined(FUSER_NEED_F16)  // 16-bit helpers only where the 16-bit headers are (lowering/render.py)
+#if defined(FUSER_NEED_F16)  // 16-bit helpers only where the 16-bit headers are (lowering/codegen/render.py)
 __device__ __forceinline__ float fuser_round_bf16(float v) { return __bfloat162float(__float2bfloat16(v)); }
 __device__ __forceinline__ float fuser_round_f16(float v) { return __half2float(__float2half(v)); }
 #endif
@@ -55,7 +55,7 @@ template <typename T> __device__ __forceinline__ T fuser_remainder_fix(T mod, T 
 }
 // An index read by a gather, take_along_axis, index_select or scatter, checked against the extent
 // it indexes: out of range, the first fault of the call is recorded in `err` ([fault, site, value,
-// extent], lowering/index_errors.py) and 0 is used instead, so nothing is read out of bounds.
+// extent], lowering/execution/index_errors.py) and 0 is used instead, so nothing is read out of bounds.
 __device__ __forceinline__ long long fuser_checked_index(long long* err, int site, long long value,
                                                          long long extent) {
   if ((unsigned long long)value < (unsigned long long)extent) return value;

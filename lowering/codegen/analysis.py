@@ -3,7 +3,7 @@ schedule is chosen or any C is printed. Schedulers decide from it; the renderer 
 
 Each output (pointwise) or each phase (row kernels: one per reduction, then the stores) is
 walked from its iteration domain down to the global loads, mapping the typed index
-(lowering/index.py) through every op the way emission will. The walk is iterative and
+(lowering/codegen/index.py) through every op the way emission will. The walk is iterative and
 memoised per (value, index), so its cost is linear in the plan, whatever its depth.
 """
 
@@ -16,9 +16,9 @@ from functools import cached_property
 from xdsl.ir import Operation, SSAValue
 
 from fuser_dialect.types import BROADCAST
-from fuser.lowering.emit_cuda import ACCESS_RULES
-from fuser.lowering.index import ZERO, Ix, depends_only_on, loop_var, structural_key
-from fuser.lowering.kernel import DROP, FULL, KEEP, KernelPlan
+from fuser.lowering.codegen.emit_cuda import ACCESS_RULES
+from fuser.lowering.codegen.index import ZERO, Ix, depends_only_on, loop_var, structural_key
+from fuser.lowering.codegen.kernel import DROP, FULL, KEEP, KernelPlan
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def walk_reads(produced: dict[SSAValue, Operation], roots: Sequence[tuple[SSAVal
             continue
         rule = ACCESS_RULES.get(type(op))
         if rule is None:
-            raise NotImplementedError(f"no access rule for {op.name} (lowering/emit_cuda.py ACCESS_RULES)")
+            raise NotImplementedError(f"no access rule for {op.name} (lowering/codegen/emit_cuda.py ACCESS_RULES)")
         for read in reversed(rule(op, idx)):
             stack.append((read.operand, _normalised(read.operand, read.idx), conditional or read.conditional))
 

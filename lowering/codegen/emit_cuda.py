@@ -6,10 +6,10 @@ permute reorders, reshape re-linearises, pad/cat branch, gather reads its index 
 down to global loads. Results are memoised per (value, index) within a C scope, so shared
 sub-expressions are computed once.
 
-Indices are typed (lowering/index.py): every choice about an access (hoist it, keep it in
+Indices are typed (lowering/codegen/index.py): every choice about an access (hoist it, keep it in
 registers, read it as a vector) reads what the index depends on, never the C it prints as.
 Which loads several phases of a row kernel share comes from the kernel analysis
-(lowering/analysis.py), before emission; emission only follows it.
+(lowering/codegen/analysis.py), before emission; emission only follows it.
 
 Emission writes into a tree of line sections: a loop-invariant load or a register buffer is
 declared in a section opened where it must live (before a loop), filled as emission meets it.
@@ -43,9 +43,9 @@ from fuser_dialect import ops_select as SE
 from fuser_dialect import ops_set as ST
 from fuser_dialect.extents import constant_value
 from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType, dtype_name
-from fuser.lowering import cuda_exprs as X
-from fuser.lowering.index import ZERO, Ix, computed, depends_only_on, loop_var, shifted, structural_key, texts
-from fuser.lowering.kernel import KernelPlan
+from fuser.lowering.codegen import cuda_exprs as X
+from fuser.lowering.codegen.index import ZERO, Ix, computed, depends_only_on, loop_var, shifted, structural_key, texts
+from fuser.lowering.codegen.kernel import KernelPlan
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def _literal(attr) -> str:
 
 
 KERNEL_INDEX_CHECKS: contextvars.ContextVar[bool] = contextvars.ContextVar("kernel_index_checks", default=True)
-"""Whether gather/scatter indices are checked in the kernel (lowering/index_errors.py); render()
+"""Whether gather/scatter indices are checked in the kernel (lowering/execution/index_errors.py); render()
 sets it for the span of one kernel's emission from its own argument."""
 
 
@@ -144,7 +144,7 @@ class KernelEmitter:
         self.s = _State()
         self.red_regs: dict[SSAValue, str] = {}
         self.reused = reused
-        """(value, structural index) of the loads several phases read (lowering/analysis.py)."""
+        """(value, structural index) of the loads several phases read (lowering/codegen/analysis.py)."""
         self.buffers: dict[tuple, str] = {}  # (value, structural index) kept across phases -> its register array
         self.buffer_section: Section | None = None
         self.filled: set[tuple] = set()
@@ -568,7 +568,7 @@ class KernelEmitter:
 
     def checked_index(self, op, position: str, extent: str) -> str:
         """The index `position` of `op`, checked in the kernel against `extent` (a fault is
-        recorded and 0 read instead: lowering/index_errors.py); unchecked under the disable
+        recorded and 0 read instead: lowering/execution/index_errors.py); unchecked under the disable
         option `kernel_index_checks`."""
         if not KERNEL_INDEX_CHECKS.get():
             return self.tmp("long long", f"(long long)({position})", "ix")
@@ -761,10 +761,17 @@ def _cat(op: R.CatOp, idx):
     return reads
 
 
-def index_site(op: Operation) -> int:
-    """The op's position among its fusion's index ops (lowering/index_errors.py)."""
-    from fuser.lowering.gather_checks import index_ops
+def index_ops(fusion) -> list[Operation]:
+    """The fusion's ops that read or write at computed indices (gather, take_along_axis,
+    index_select, scatter), in program order: their positions number the in-kernel index
+    checks' sites (lowering/execution/index_errors.py) and the host checks
+    (lowering/execution/gather_checks.py)."""
+    return [op for op in fusion.body.block.ops
+            if isinstance(op, (G.GatherOp, G.TakeAlongAxisOp, G.IndexSelectOp, SCAT.ScatterOp))]
 
+
+def index_site(op: Operation) -> int:
+    """The op's position among its fusion's index ops."""
     return index_ops(op.parent_op()).index(op)
 
 
@@ -846,7 +853,7 @@ ACCESS_RULES: dict[type[Operation], Callable[[Operation, tuple[Ix, ...]], list[R
     ST.SegmentSetOp: _same,
 }
 """Per op class: at which index each tensor operand is read for one element of the result
-(mirrors the op's emitter below; lowering/analysis.py walks kernels with it)."""
+(mirrors the op's emitter below; lowering/codegen/analysis.py walks kernels with it)."""
 
 
 EMITTERS: dict[type[Operation], object] = {

@@ -25,7 +25,7 @@ from fuser_dialect.fusion import the_fusion
 from fuser_dialect.inputs import check_inputs
 from fuser_dialect.types import TensorType
 from fuser.lowering.backends import CPU, Backend
-from fuser.lowering.compiled import build_compiled_fusion
+from fuser.lowering.execution.compiled import build_compiled_fusion
 from fuser.passes.concretize import resize_extents_enabled
 
 

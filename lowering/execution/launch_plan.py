@@ -1,6 +1,6 @@
 """Launch plans: a cached `execute` that only writes data pointers.
 
-An executor keeps one `LaunchPlan` per *call signature* (lowering/call_signature.py: per input,
+An executor keeps one `LaunchPlan` per *call signature* (lowering/execution/call_signature.py: per input,
 for a tensor its type, shape, strides, dtype (torch: and device) and the alignment class of its
 data pointer, which decides vector widths; for a scalar its type and value, as scalars are baked
 into kernels and arguments, except one only random ops read as seed or offset: its type only,
@@ -11,7 +11,7 @@ cache key, the schedules, the grids, the non-pointer kernel arguments, the outpu
 layouts. So a plan built from one full-path call replays it for every later call with the same
 signature:
 
-- the index range checks (lowering/gather_checks.py) — index VALUES are data, checked per call;
+- the index range checks (lowering/execution/gather_checks.py) — index VALUES are data, checked per call;
 - per tensor input, its data address (read while computing the signature); an input the backend
   must copy (a strided view, a host array on the GPU) is adopted per call as the full path does;
 - per kernel, its output buffers are allocated (shape, dtype and layout worked out once) and its
@@ -41,10 +41,10 @@ import numpy as np
 
 from fuser.lowering.addresses import span_bytes
 from fuser.lowering.errors import MemcheckError
-from fuser.lowering.host_segments import HostKernel
+from fuser.lowering.execution.host_calls import HostKernel
 from fuser_dialect import philox
 from fuser_dialect.ops_random import unseeded_random_ops
-from fuser.lowering.launch import Buffer, IndexErrorWord, KernelLaunch, KernelRecord, PerLaunch, RngState, named
+from fuser.lowering.execution.launch import Buffer, IndexErrorWord, KernelLaunch, KernelRecord, PerLaunch, RngState, named
 
 MAX_PLANS = 256
 """Signatures an executor keeps plans for (the oldest plan goes first)."""
@@ -272,7 +272,7 @@ def _slot_for(source, rt, facts, checked):
     """The PointerSlot standing for a pointer argument in a bound launch (its byte size, for
     memcheck regions): a fusion input's is the span of the input it was built from (a call of
     the same signature has the same shape and strides), a buffer's its dense size."""
-    from fuser.lowering.cpu_runtime import PointerSlot
+    from fuser.lowering.backends.cpu_runtime import PointerSlot
 
     if isinstance(source, PerLaunch):
         return PointerSlot(8 * source.words)

@@ -12,7 +12,7 @@ from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, Module
 from xdsl.passes import ModulePass
 
 from fuser_dialect.fusion import fusion_funcs
-from fuser.lowering.segment import plan_kernels
+from fuser.lowering.segmentation.segment import plan_kernels
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ kernels rendered and compiled per schedule.
 
 Building one (on a cache miss): clone the fusion → `concretize` for the call's extents →
 `fuser-preseg` → segment → per call, schedules from the extents → render → compile.
-Compiling (source → module) is separate from launching (lowering/launch.py)."""
+Compiling (source → module) is separate from launching (lowering/execution/launch.py)."""
 
 from __future__ import annotations
 
@@ -21,11 +21,12 @@ from fuser_dialect.fusion import make_context, output_order, the_fusion
 from fuser_dialect.ops_resize import SliceOp
 from fuser_dialect.types import TensorType, numpy_dtype
 from fuser.lowering.backends.base import KernelBackend
-from fuser.lowering.emit_cuda import EmittedKernel
-from fuser.lowering.host_segments import host_kernel, is_host_plan
-from fuser.lowering.kernel import KernelPlan
-from fuser.lowering.render import header_macros, render
-from fuser.lowering.segment import plan_kernels
+from fuser.lowering.codegen.emit_cuda import EmittedKernel
+from fuser.lowering.execution.host_calls import host_kernel
+from fuser.lowering.segmentation.host_segments import is_host_plan
+from fuser.lowering.codegen.kernel import KernelPlan
+from fuser.lowering.codegen.render import header_macros, render
+from fuser.lowering.segmentation.segment import plan_kernels
 
 
 @dataclass
@@ -43,7 +44,7 @@ class CompiledKernels:
 
 def fusion_source(kernels: Sequence[EmittedKernel]) -> str:
     """One source for all kernels of a fusion: each rendered source is the shared head (prelude
-    and support functions, lowering/render.py) followed by its kernel, so the head is kept once.
+    and support functions, lowering/codegen/render.py) followed by its kernel, so the head is kept once.
     Kernel names are unique within a fusion (plan names)."""
     if len(kernels) == 1:
         return kernels[0].source
@@ -107,8 +108,8 @@ class CompiledFusion:
     @cached_property
     def index_records(self):
         """Where the in-kernel index checks of this fusion's kernels record a fault."""
-        from fuser.lowering.gather_checks import index_ops
-        from fuser.lowering.index_errors import IndexErrorRecords
+        from fuser.lowering.codegen.emit_cuda import index_ops
+        from fuser.lowering.execution.index_errors import IndexErrorRecords
 
         return IndexErrorRecords(index_ops(self.fusion))
 

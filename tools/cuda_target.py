@@ -19,9 +19,9 @@ from xdsl.utils.target import Target
 
 from fuser_dialect.fusion import fusion_funcs
 from fuser_dialect.types import BROADCAST, DYNAMIC
-from fuser.lowering.host_segments import is_host_plan
-from fuser.lowering.render import header_macros, render, source_head
-from fuser.lowering.segment import plan_kernels
+from fuser.lowering.segmentation.host_segments import is_host_plan
+from fuser.lowering.codegen.render import header_macros, render, source_head
+from fuser.lowering.segmentation.segment import plan_kernels
 
 
 @dataclass(frozen=True)

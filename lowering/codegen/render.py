@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from xdsl.ir import SSAValue
 
 from fuser_dialect.types import TensorType, dtype_name
-from fuser.lowering import cuda_exprs as X
-from fuser.lowering.emit_cuda import KERNEL_INDEX_CHECKS, EmittedKernel
+from fuser.lowering.codegen import cuda_exprs as X
+from fuser.lowering.codegen.emit_cuda import KERNEL_INDEX_CHECKS, EmittedKernel
 from fuser.lowering.runtime import prelude
-from fuser.lowering.kernel import KernelPlan
+from fuser.lowering.codegen.kernel import KernelPlan
 
 
 def header_macros(plan: KernelPlan) -> frozenset[str]:
@@ -55,7 +55,7 @@ def render(plan: KernelPlan, schedule, macros: Iterable[str] | None = None,
            index_checks: bool = True) -> EmittedKernel:
     """The CUDA C source of `plan` under `schedule`, and its parameters in order. `macros`: the
     header macros of the whole program the kernel goes into (default: the plan's own).
-    index_checks: gather/scatter indices are checked in the kernel (lowering/index_errors.py)."""
+    index_checks: gather/scatter indices are checked in the kernel (lowering/execution/index_errors.py)."""
     token = KERNEL_INDEX_CHECKS.set(index_checks)
     try:
         body = plan.unit.emit(plan, schedule)

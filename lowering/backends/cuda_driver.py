@@ -4,7 +4,7 @@ pycuda launches only on its own `Stream` objects and hands out no CUfunction han
 cannot be launched on torch's current stream through it (found on the first GPU run). Modules
 are therefore loaded, and kernels launched, here: cuModuleLoadData, cuModuleGetFunction,
 cuFuncSetAttribute and cuLaunchKernel on the context pycuda made current
-(lowering/gpu_runtime.py), which still owns the context, memory, copies, events and streams.
+(lowering/backends/gpu_runtime.py), which still owns the context, memory, copies, events and streams.
 """
 
 from __future__ import annotations
