@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 from xdsl.ir import BlockArgument
 
-from fuser.inspection import Inspection
+from fuser.inspection import Inspection, program_text
 from fuser.options import check_options
 from fuser_dialect.builder import FusionBuilder
 from fuser_dialect.inputs import is_torch_tensor
@@ -242,9 +242,9 @@ class FusionDefinition(Inspection, FusionBuilder):
         return self._get_executor().last_compile_info()
 
     def last_cuda_code(self, intrinsic_code: bool = False) -> str:
-        """The CUDA source of the last execution (empty for the reference backend); each
-        kernel's source is whole, so nvFuser's intrinsic_code changes nothing."""
-        return "\n".join(k.source for k in self.last_kernels() if k.source)  # host segments have none
+        """The CUDA program of the last execution (empty for the reference backend): the shared
+        head once, then every kernel; it is whole, so nvFuser's intrinsic_code changes nothing."""
+        return program_text(self.last_kernels())
 
     def _get_executor(self):
         executor = self._executor

@@ -27,7 +27,7 @@ class Inspection:
         compiled = self._compiled_for(inputs, backend)
         if compiled is None:
             return ""
-        return "\n".join(getattr(k, "source", "") for k in compiled[1].kernels if getattr(k, "source", ""))
+        return program_text(compiled[1].kernels)
 
     def scheduled_fusion_ir_for(self, inputs: Sequence[object], tensor_transforms: bool = False,
                                 backend: str | None = None) -> str:
@@ -135,3 +135,12 @@ def _torch_expression(x) -> str:
         high = 2 if x.dtype is sys.modules["torch"].bool else 10
         base = f"torch.randint(0, {high}, ({size},), dtype={dtype}, device='{device}')"
     return f"{base}.as_strided({shape}, {tuple(x.stride())})"
+
+
+def program_text(kernels: Sequence[object]) -> str:
+    """The one CUDA program of a fusion's kernels (the shared head once, then each kernel), as
+    the backends compile it: nvcc/NVRTC take it as it is. Host segments have no source."""
+    from fuser.lowering.execution.compiled import fusion_source
+
+    with_source = [k for k in kernels if getattr(k, "source", "")]
+    return fusion_source(with_source) if with_source else ""

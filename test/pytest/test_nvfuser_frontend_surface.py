@@ -297,3 +297,26 @@ def test_enable_and_disable_options(backend):
         fd.execute([x], backend=backend, _disable_options=["bogus"])
     with pytest.raises(TypeError, match="list of option names"):
         fd.execute([x], backend=backend, _disable_options="concretize_resize_extents")
+
+
+def test_cuda_code_of_a_segmented_fusion_is_one_compilable_program():
+    """Two kernels (a segment_set cut): the code is one program, the shared head once, as the
+    backends compile it; NVRTC takes it as it is (no GPU needed), the same from cuda_code_for
+    and from last_cuda_code."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, -1], dtype=DataType.Float)
+        y = fd.ops.segment_set(fd.ops.exp(x))
+        fd.add_output(fd.ops.sum(fd.ops.mul(y, y), [1]))
+    inputs = [np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)]
+    code = fd.cuda_code_for(inputs, backend="cpu")
+    fd.execute(inputs, backend="cpu")
+    kernels = fd.last_kernels()
+    assert len(kernels) == 2 and fd.last_cuda_code() == code
+    assert code.count("// fuser_prelude.cuh") == 1 and all(f"FUSER_HOST_LAUNCHER({k.name})" in code for k in kernels)
+    from fuser.lowering.backends import compile as cc
+
+    try:
+        cc.find_compiler("nvrtc")
+    except cc.CompilerUnavailable as e:
+        pytest.skip(f"nvrtc unavailable: {e}")
+    assert b".entry fuser_kernel_1_" in cc.compile_cuda(code, "sm_90", backend="nvrtc", output="ptx").cubin
