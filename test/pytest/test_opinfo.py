@@ -405,14 +405,23 @@ class Run:
         return (want, (e_in, e_args, e_kwargs)), (got, (c_in, c_args, c_kwargs))
 
 
-def _check_forward(op, dtype, run: Run):
+def _sample_runs(op, dtype, run: Run, requires_grad: bool):
+    """Each sample of `op` run eagerly and compiled (samples that fail alike are skipped):
+    (index, sample, eager result and inputs, compiled result and inputs); after the caller's
+    checks of a sample, the refusals it caused are checked."""
     fn = _op_function(op)
-    for index, sample in enumerate(_samples(op, dtype, requires_grad=False)):
+    for index, sample in enumerate(_samples(op, dtype, requires_grad=requires_grad)):
         start = len(run.reports)
         pair = run.both(fn, sample, index)
         if pair is None:
             continue
-        (want, e_args), (got, c_args) = pair
+        yield index, sample, pair
+        run.check_refusals(start, index)
+
+
+def _check_forward(op, dtype, run: Run):
+    fn = _op_function(op)
+    for index, sample, ((want, e_args), (got, c_args)) in _sample_runs(op, dtype, run, requires_grad=False):
         try:
             _compare(got, want, dtype, f"sample {index} output")
         except Mismatch as m:
@@ -420,7 +429,6 @@ def _check_forward(op, dtype, run: Run):
                 raise
             raise Mismatch("value", f"{m.message}; {_against_f64(fn, sample, got, want, m.leaf)}") from None
         _compare(c_args, e_args, dtype, f"sample {index} inputs after the call")
-        run.check_refusals(start, index)
 
 
 def _against_f64(fn, sample, got, want, leaf: int) -> str:
@@ -446,13 +454,7 @@ def _against_f64(fn, sample, got, want, leaf: int) -> str:
 
 
 def _check_grad(op, dtype, run: Run):
-    fn = _op_function(op)
-    for index, sample in enumerate(_samples(op, dtype, requires_grad=True)):
-        start = len(run.reports)
-        pair = run.both(fn, sample, index)
-        if pair is None:
-            continue
-        (want, e_args), (got, c_args) = pair
+    for index, sample, ((want, e_args), (got, c_args)) in _sample_runs(op, dtype, run, requires_grad=True):
         _compare(got, want, dtype, f"sample {index} output (training graph)")
         want_outs = [t for t in tree_flatten(sample.output_process_fn_grad(want))[0]
                      if isinstance(t, torch.Tensor) and t.requires_grad]
@@ -465,7 +467,6 @@ def _check_grad(op, dtype, run: Run):
         got_leaves = [t for t in tree_flatten(c_args)[0] if isinstance(t, torch.Tensor) and t.requires_grad]
         if want_outs and want_leaves:
             _check_grads_of(index, want_outs, want_leaves, got_outs, got_leaves, dtype, run)
-        run.check_refusals(start, index)
 
 
 def _check_grads_of(index, want_outs, want_leaves, got_outs, got_leaves, dtype, run: Run) -> None:
