@@ -5,6 +5,8 @@ Without a flag: --full where a GPU is usable, else --quick.
          compile latency (cold / warm processes), host overhead, correctness. Where a GPU is
          usable (and --backend is not cpu): "gpu-quick", each kind once at a GPU shape on the cuda
          backend with the GPU figures of --full, within about 3 minutes.
+--gpu-sweep  each case under the heuristic's schedule and variants forced on it, timed on a GPU
+         (benchmarks/sweep.py; --out DIR for its JSON, --budget S); without a GPU, values only.
 --full   the issue's shapes; backend cuda (needs a GPU and pycuda): adds CUDA-event kernel times,
          achieved bandwidth vs a device-to-device copy, torch eager and torch.compile. Bytes are
          still counted by the cpu backend, at the full row length with fewer rows.
@@ -63,6 +65,10 @@ def parse_args(argv):
     p.add_argument("--update-readme", action="store_true",
                    help="replace the <!-- fuser-bench:BACKEND:begin/end --> section of docs/benchmarks.md with this run")
     p.add_argument("--keep-cache", action="store_true", help="keep the temporary FUSER_CACHE_DIR folders")
+    p.add_argument("--gpu-sweep", action="store_true",
+                   help="time each case under the heuristic's schedule and its variants (benchmarks/sweep.py); "
+                        "without a GPU: the cpu backend at cpu shapes, values only")
+    p.add_argument("--out", default=None, help="--gpu-sweep: folder of its JSON (default ./benchmarks-out)")
     return p.parse_args(argv)
 
 
@@ -197,6 +203,10 @@ def save_results(run: dict, markdown: str, args) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.gpu_sweep:
+        from fuser.benchmarks import sweep
+
+        return sweep.main(args.out, args.budget, args.cases)
     start = time.perf_counter()
     from fuser.benchmarks import gpu as gpu_mod
 

@@ -23,6 +23,7 @@ How time is measured
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Callable, Sequence
@@ -136,6 +137,7 @@ class Gpu:
                 original_launch(*args)
 
         replay.kept = (kept, outputs)  # type: ignore[attr-defined]  # what the replayed launches write
+        replay.launches = [functools.partial(original_launch, *args) for args in calls]  # type: ignore[attr-defined]
         return outputs, replay
 
     def time_rotating(self, fns: Sequence[Callable[[], object]], warmup: int, iters: int) -> float:
@@ -189,6 +191,9 @@ class Gpu:
         row["kernels"] = len(fd.last_kernels())
         kernel_ms = self.time_rotating(replays, warmup, iters)
         row["kernel_us"] = kernel_ms * 1e3
+        row["kernel_detail"] = self.each_kernel(fd, replays, warmup, iters)
+        predicted = [k["predicted_us"] for k in row["kernel_detail"] if k.get("predicted_us") is not None]
+        row["predicted_us"] = sum(predicted) if predicted else None
         row["achieved_gbps"] = case.min_bytes() / (kernel_ms * 1e-3) / 1e9
         row["exec_us"] = self.time_rotating([lambda s=s: fd.execute(s, backend="cuda") for s in sets],
                                             warmup, iters) * 1e3
@@ -239,6 +244,30 @@ class Gpu:
             if row.get(f"{name}_us"):
                 row[f"vs_{name}"] = row[f"{name}_us"] / row["kernel_us"]
         return row
+
+    def each_kernel(self, fd, replays, warmup: int, iters: int) -> list[dict]:
+        """Per kernel of the fusion: its schedule, its own time (its launch alone, replayed over
+        the input sets) and the performance model's prediction on this GPU, with ptxas's view."""
+        from fuser.lowering.backends.gpu_runtime import device_spec
+
+        device = device_spec()
+        launched = [k for k in fd.last_kernels() if k.grid is not None]
+        detail = []
+        for j, record in enumerate(launched):
+            entry: dict = {"name": record.name, "schedule": record.schedule.describe() if record.schedule else None}
+            if all(j < len(r.launches) for r in replays):
+                entry["kernel_us"] = self.time_rotating([r.launches[j] for r in replays], warmup, iters) * 1e3
+            try:
+                performance = record.performance(device)
+            except Exception as e:  # the model is a report: its failure does not lose the timing
+                entry["model_error"] = error_text(e)
+                performance = None
+            if performance is not None:
+                entry.update(predicted_us=performance.predicted_s * 1e6, registers=performance.registers,
+                             spill_bytes=performance.spill_bytes, ctas_per_sm=performance.ctas_per_sm,
+                             in_flight_per_sm=performance.in_flight_per_sm, load_bytes=performance.load_bytes)
+            detail.append(entry)
+        return detail
 
     def release(self) -> None:
         """Hand cached device memory back between cases (the probe processes need room too)."""

@@ -17,7 +17,7 @@ import time
 _T0 = time.perf_counter()
 
 
-class _ConstRng:
+class ConstantRng:
     """Stands in for np.random.Generator: the probe needs shapes and dtypes, not randomness
     (building gigabytes of random numbers would dominate a full-size probe)."""
 
@@ -55,7 +55,7 @@ def probe(case_key: str, backend: str) -> dict:
     fd = case.build()
     t_defined = time.perf_counter()
     record["define_s"] = t_defined - t_import
-    inputs = case.spec.make_inputs(_ConstRng(), case.shape, case.dtype)
+    inputs = case.spec.make_inputs(ConstantRng(), case.shape, case.dtype)
     t_inputs = time.perf_counter()
     fd.execute(inputs, backend=backend)
     record["first_execute_s"] = time.perf_counter() - t_inputs

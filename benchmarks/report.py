@@ -122,7 +122,7 @@ def table(rows: list[dict], gpu: bool) -> str:
     head = ["case", "dtype", "shape", "kernels", "bytes / min", "cold ms", "define", "passes", "segment", "emission",
             "cubin", "g++", "warm ms", "host µs", "+ launches µs", "check"]
     if gpu:
-        head += ["kernel µs", "GB/s", "% copy", "exec µs", "eager µs", "compile µs", "× eager", "× compile"]
+        head += ["kernel µs", "model µs", "GB/s", "% copy", "exec µs", "eager µs", "compile µs", "× eager", "× compile"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for row in rows:
         cold = (row.get("compile") or {}).get("cold") or {}
@@ -139,7 +139,8 @@ def table(rows: list[dict], gpu: bool) -> str:
             g = row.get("gpu") or {}
             copy = row.get("copy_gbps")
             pct = g["achieved_gbps"] / copy * 100 if g.get("achieved_gbps") and copy else None
-            cells += [_f(g.get("kernel_us"), "{:.1f}"), _f(g.get("achieved_gbps")), _f(pct), _f(g.get("exec_us"), "{:.1f}"),
+            cells += [_f(g.get("kernel_us"), "{:.1f}"), _f(g.get("predicted_us"), "{:.1f}"), _f(g.get("achieved_gbps")),
+                      _f(pct), _f(g.get("exec_us"), "{:.1f}"),
                       _f(g.get("eager_us"), "{:.1f}"), _f(g.get("compile_us"), "{:.1f}"),
                       _f(g.get("vs_eager"), "{:.2f}"), _f(g.get("vs_compile"), "{:.2f}")]
         if row.get("errors"):
@@ -164,6 +165,8 @@ magnitude."""
 
 GPU_LEGEND = """\
 kernel µs: CUDA events, median, a replay of the fusion's launches, inputs rotated beyond 2× L2; \
+model µs: the performance model's prediction for this GPU (lowering/schedulers/performance.py; each \
+kernel's own time, schedule and prediction are in the JSON's kernel_detail); \
 GB/s = minimum bytes / kernel time; % copy: of the measured device-to-device copy; exec µs: the whole \
 `fd.execute` timed the same way (host overhead included where it dominates); eager / compile: torch \
 on the same inputs; × = torch time / fuser kernel time (> 1: fuser faster)."""

@@ -226,6 +226,15 @@ class FusionDefinition(Inspection, FusionBuilder):
         cpu backend every call raises its own (lowering/execution/index_errors.py)."""
         self._get_executor().check_index_errors()
 
+    def override_schedule(self, kernel: int, schedule) -> None:
+        """Forces the schedule of kernel number `kernel` (its position in `last_kernels()`) for
+        every later call, until overridden again or reset with None: what the benchmark's sweep
+        and tests use to run any variant (a `RowSchedule` or `PointwiseSchedule` from
+        fuser.lowering.schedulers). A schedule that cannot run a call (a vector width its
+        arrays do not allow, a row longer than a persistent schedule holds) raises a ValueError
+        naming the rule at that call."""
+        self._get_executor().override_schedule(kernel, schedule)
+
     def last_kernels(self):
         """One record per kernel launched by this thread's last `execute` (each thread sees
         its own last call; the cache and its counters are shared)."""

@@ -50,6 +50,31 @@ class Inspection:
                  for k, r in enumerate(self.last_kernels())]
         return "\n".join(notes + [str(last[0].module)])
 
+    def kernels_for(self, inputs: Sequence[object], backend: str | None = None) -> list:
+        """The kernels `execute(inputs, backend)` would launch, as `last_kernels()` records
+        without byte counts, compiled now if not cached and never launched: their grids,
+        schedules and sources, and `.performance(device)`, the model's prediction on a named GPU.
+        Only shapes, dtypes, strides and alignment of `inputs` are read (np.empty arrays do)."""
+        from fuser.execution import _backend_named
+        from fuser.lowering.execution.launch import KernelRecord
+        from fuser.lowering.execution.performance_report import ModelInputs
+        from fuser.lowering.segmentation.host_segments import is_host_plan
+
+        chosen = _backend_named(backend)
+        if not chosen.compiles:
+            return []
+        fusion, kernels, extents = self._compiled_with_extents(inputs, chosen)
+        records = []
+        for plan, kernel in zip(fusion.plans, kernels.kernels):
+            if is_host_plan(plan):
+                records.append(KernelRecord(kernel.name, plan.scheduler, None, None, "", needs_sync=False))
+                continue
+            grid = plan.unit.grid(plan, kernel.schedule, extents, chosen.device)
+            model = ModelInputs(plan, kernel.schedule, extents, kernel.source, kernel.shared_bytes)
+            records.append(KernelRecord(kernel.name, plan.scheduler, grid or (0, 0, 0), (kernel.schedule.block, 1, 1),
+                                        kernel.source, None, None, kernel.needs_sync, kernel.schedule, model))
+        return records
+
     def _compiled_for(self, inputs: Sequence[object], backend: str | None):
         """(the compiled fusion, its kernels) for these inputs, or None on the reference backend."""
         from fuser.execution import _backend_named
@@ -57,15 +82,19 @@ class Inspection:
         chosen = _backend_named(backend)
         if not chosen.compiles:
             return None
+        fusion, kernels, _ = self._compiled_with_extents(inputs, chosen)
+        return fusion, kernels
+
+    def _compiled_with_extents(self, inputs: Sequence[object], chosen):
         executor = self._get_executor()
         flat = self._flat_inputs(inputs) if self.vector_inputs else inputs
         checked = check_inputs(executor.fusion, flat)
         if chosen.on_gpu:
             with chosen.context():
-                _, _, fusion, _, kernels = executor._compile(checked, chosen, (), with_index_checks=False)
+                _, _, fusion, extents, kernels = executor._compile(checked, chosen, (), with_index_checks=False)
         else:
-            _, _, fusion, _, kernels = executor._compile(checked, chosen, (), with_index_checks=False)
-        return fusion, kernels
+            _, _, fusion, extents, kernels = executor._compile(checked, chosen, (), with_index_checks=False)
+        return fusion, kernels, extents
 
     def repro_script_for(self, inputs: Sequence[object] | None = None) -> str:
         """A Python script that rebuilds this fusion (from its IR: `FusionDefinition.from_ir`)

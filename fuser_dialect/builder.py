@@ -25,6 +25,7 @@ from xdsl.printer import Printer
 from fuser_dialect.fusion import HINT_ORDER, REQUIRED_ORDER, verify_fusion
 from fuser_dialect.builder_ops import Ops
 from fuser_dialect.inputs import torch_dtype_name
+from fuser_dialect.promotion import scalar_dtype_of
 from fuser_dialect.scalar_ops import ScalarBuilder
 from fuser_dialect.types import BROADCAST, COMPLEX_DTYPES, DYNAMIC, DataType, TensorType, dtype_name
 from fuser_dialect.values import Scalar, Tensor, Vector, static_int
@@ -182,13 +183,14 @@ class FusionBuilder:
             if dtype is not None:
                 raise TypeError(f"define_scalar: got the dtype twice ({value} in value's place and dtype={dtype})")
             value, dtype = None, value
-        if isinstance(value, complex) or (dtype is not None and DataType(dtype).value in COMPLEX_DTYPES):
+        complex_dtype = dtype is not None and DataType(dtype).value in COMPLEX_DTYPES
+        if isinstance(value, (complex, np.complexfloating)) or complex_dtype:
             return self._complex_scalar(value, dtype)
         if value is None:
             t = DataType(dtype or DataType.Double).element_type
             return Scalar(self, self.block.insert_arg(t, len(self.block.args)))
         if dtype is None:
-            dtype = DataType.Bool if isinstance(value, bool) else DataType.Int if isinstance(value, int) else DataType.Double
+            dtype = DataType(scalar_dtype_of(value))  # the one rule Python number operands follow too
         return self._scalar(value, DataType(dtype).element_type)
 
     def _complex_scalar(self, value: complex | float | int | None, dtype: DataType | None) -> Scalar:
@@ -337,12 +339,16 @@ class FusionBuilder:
         the fusion (`class MyFusion(FusionDefinition): def definition(self): ...`), and it runs
         once, on the first use of the fusion (`execute`, `print`, ...), instead of a `with` block.
         nvFuser's user schedules (a `schedule` method) do not apply: fuser's schedulers pick
-        every schedule (a subclass defining one is refused)."""
-        raise NotImplementedError("definition() should be implemented by a subclass of FusionDefinition")
+        every schedule (a subclass defining one is refused).
+        This one, run on the first use of a fusion that defines nothing, raises
+        NotImplementedError, as nvFuser's does."""
+        raise NotImplementedError("the fusion defines nothing: define it in a `with FusionDefinition() as fd:` "
+                                  "block, or override definition() in a subclass of FusionDefinition")
 
     def _define_by_subclass(self) -> bool:
-        """Runs a subclass's `definition()` if it has one and nothing is defined yet."""
-        if type(self).definition is FusionBuilder.definition or self.block.first_op is not None or self.block.args:
+        """Runs `definition()` if nothing is defined yet: a subclass's defines the fusion, the
+        base one raises NotImplementedError."""
+        if self.block.first_op is not None or self.block.args:
             return False
         with _DEFINE_LOCK:
             if self._module is not None:

@@ -133,6 +133,16 @@ def _norm_dim(op: str, d: int, rank: int) -> int:
     return d % rank if rank else 0
 
 
+def _reduced_dims(op: str, dims: object, dim: object) -> object:
+    """The dims of a reduction from either of nvFuser's spellings: `dims` (a list, or one int)
+    or the keyword `dim` (one int, as `fd.ops.sum(t, dim=-1)`)."""
+    if dim is None:
+        return dims
+    if dims is not None:
+        raise TypeError(f"{op}: got both dims={dims!r} and dim={dim!r}; give one of them")
+    return static_int(dim, f"{op}: dim")
+
+
 def _norm_dims(op: str, dims: int | Sequence[int], rank: int) -> list[int]:
     dims = [dims] if isinstance(dims, int) else list(dims)
     return sorted(_norm_dim(op, d, rank) for d in dims)
@@ -290,17 +300,17 @@ class Ops(CompositeOps, NormOps):
         out = rules.reduction(f"fuser.reduction {kind}", arg.type, axes, keepdim)
         return self._emit(ReductionOp(kind, arg.value, axes, keepdim, TensorType(arg.type.dtype, out)))
 
-    def sum(self, arg, dims=None, keepdim=False, dtype=None):
-        return self._reduction(ReductionKind.SUM, arg, dims, keepdim, dtype)
+    def sum(self, arg, dims=None, keepdim=False, dtype=None, *, dim=None):
+        return self._reduction(ReductionKind.SUM, arg, _reduced_dims("sum", dims, dim), keepdim, dtype)
 
-    def prod(self, arg, dims=None, keepdim=False, dtype=None):
-        return self._reduction(ReductionKind.PROD, arg, dims, keepdim, dtype)
+    def prod(self, arg, dims=None, keepdim=False, dtype=None, *, dim=None):
+        return self._reduction(ReductionKind.PROD, arg, _reduced_dims("prod", dims, dim), keepdim, dtype)
 
-    def max(self, arg, dims=None, keepdim=False, dtype=None):
-        return self._reduction(ReductionKind.MAX, arg, dims, keepdim, dtype)
+    def max(self, arg, dims=None, keepdim=False, dtype=None, *, dim=None):
+        return self._reduction(ReductionKind.MAX, arg, _reduced_dims("max", dims, dim), keepdim, dtype)
 
-    def min(self, arg, dims=None, keepdim=False, dtype=None):
-        return self._reduction(ReductionKind.MIN, arg, dims, keepdim, dtype)
+    def min(self, arg, dims=None, keepdim=False, dtype=None, *, dim=None):
+        return self._reduction(ReductionKind.MIN, arg, _reduced_dims("min", dims, dim), keepdim, dtype)
 
     # -- welford, var, var_mean (fuser_dialect/ops_welford.py) ----------------------------
     def welford(self, arg, dims):
@@ -484,7 +494,7 @@ class Ops(CompositeOps, NormOps):
             widths[2 * d + 1] = self._int(pad_widths[2 * k + 1], f"pad width #{2 * k + 1}")
         static = [DYNAMIC_ENTRY if isinstance(w, SSAValue) else w for w in widths]
         dims = rules.pad("fuser.pad", arg.type, static)
-        fill = self.fd._scalar(0 if value is None else value, _scalar_type(arg.type.dtype))
+        fill = self._fill(0 if value is None else value, arg.type.dtype)
         return self._emit(PadOp(arg.value, widths, fill.value, TensorType(arg.type.dtype, dims)))
 
     def slice(self, arg: Tensor, start_indices, end_indices, strides=None, manual_normalization=False) -> Tensor:
@@ -637,8 +647,16 @@ class Ops(CompositeOps, NormOps):
         if _complex_scalars(fill_value):
             fill = self._zero_dim(fill_value, dtype.value)
             return self.broadcast_in_dim(fill, shape, []) if dims else fill
-        fill = self.fd._scalar(fill_value, _scalar_type(dtype.value))
+        fill = self._fill(fill_value, dtype.value)
         return self._emit(FullOp(extents, fill.value, TensorType(dtype.value, dims)))
+
+    def _fill(self, value: object, dtype: str) -> Scalar:
+        """The fill value of a pad or full of `dtype`, converted as nvFuser casts it: a float
+        Scalar for an integer tensor truncates, exactly as the Python float it was defined from."""
+        target = _scalar_type(dtype)
+        if isinstance(value, Scalar) and target == i64 and value.dtype not in INT_RANK:
+            value = self.fd.scalars.cast(value, DataType.Int)
+        return self.fd._scalar(value, target)
 
     def size(self, arg: Tensor, dim: int) -> Scalar:
         """The extent of `dim`: a constant when the dim is static or broadcast (folded, as in nvFuser)."""

@@ -180,11 +180,13 @@ def sample(op: RandomOp, count: int, seed: int, offset: int, params: tuple[float
 
 
 def below_high(values: np.ndarray, dtype: str, params: tuple[float, float], compute) -> np.ndarray:
-    """Uniform values in [low, high) after rounding to their dtype: a value that rounded up to
-    high, or past it (f16/bf16, or f32 over a wide range), becomes low rounded to the dtype, as in
-    the kernels (compared in the compute type: f32, f64 for f64 results)."""
+    """Uniform values in [low, high) after rounding to their dtype, bounded as nvFuser bounds
+    them: a value at or past high rounded to the dtype becomes low rounded to the dtype, so none
+    exceeds the largest value of the dtype below rounded high (f16 in [-1.5, 3.7): 3.697265625,
+    not half(3.7)). Compared in the compute type (f32, f64 for f64 results), as the kernels do."""
     low, high = compute(params[0]), compute(params[1])
-    above = values.astype(compute) >= high
+    top = cast_array(np.asarray(high), dtype).astype(compute)
+    above = values.astype(compute) >= top
     if above.any():
         values[above] = cast_array(np.asarray(low), dtype)
     return values

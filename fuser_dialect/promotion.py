@@ -1,31 +1,36 @@
 """Type promotion of the frontend's elementwise ops: one rule, torch's (`torch.result_type`).
 
-The operands of an op fall into four tiers, strongest first:
+The operands of an op fall into three tiers, strongest first:
 
 1. tensors with at least one dim;
 2. 0-d tensors;
-3. fuser Scalars (`define_scalar` inputs and constants, sizes);
-4. Python numbers.
+3. scalars: fuser Scalars (`define_scalar` inputs and constants, sizes) and Python numbers.
+
+A Python number is the Scalar `define_scalar` makes of it (`scalar_dtype_of`: bool, Int,
+Double, ComplexDouble), as nvFuser's frontend converts it: `where(cond, 3.0, 5.0)` and
+`where(cond, define_scalar(3.0), define_scalar(5.0))` are one definition.
 
 Within a tier dtypes promote as `torch.promote_types` does (f16 with bf16 is f32, a float
 beats every integer, complex beats both). A weaker tier counts only when its category
 (bool < integer < floating point < complex) is higher than that of every stronger one:
 
 - a 0-d tensor then brings its dtype (i64 tensor * f64 0-d tensor is f64, as in torch);
-- Scalars and numbers bring their category's default dtype — i64, f32, c64 (c128 with an f64
-  tensor) — never their width: i32 tensor * define_scalar(2.0) is f32, bool tensor + 0.5 is
-  f32, f16 tensor * define_scalar(2.0) stays f16. (torch treats Python numbers so; nvFuser keeps
-  a Double Scalar's width over an integer tensor, giving f64: fuser follows torch there.)
+- scalars bring their category's default dtype — i64, f32, c64 (c128 with an f64 tensor) —
+  never their width: i32 tensor * define_scalar(2.0) is f32, bool tensor + 0.5 is f32, f16
+  tensor * 2.0 stays f16. (torch treats Python numbers so; nvFuser keeps a Double Scalar's width
+  over an integer tensor, giving f64: fuser follows torch there.)
 
-Without a tensor operand (`where(cond, a, b)` with scalar branches) the Scalars decide among
-themselves — two Float Scalars give f32, Double ones f64 — and Python numbers only lift the
-category to its default (`where(cond, 2.0, 3.0)` is f32). fp8 tensors compute in f32, and
+Without a tensor operand (`where(cond, a, b)` with scalar branches) the scalars decide among
+themselves, as in nvFuser's test_where_dtypes: two Float Scalars give f32, Double ones (or
+Python floats) f64, Int32 ones i32, Python ints i64. fp8 tensors compute in f32, and
 f16/bf16 Scalars count as Float (as in nvFuser).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import numpy as np
 
 from fuser_dialect.values import Scalar, Tensor
 from fuser_dialect.dtype_rules import promote_complex
@@ -65,16 +70,17 @@ def computed(dtype: str) -> str:
     return "f32" if dtype in FP8_DTYPES else dtype
 
 
-def number_dtype(value: object) -> str:
-    """The dtype of a Python number operand: its category's default."""
-    if isinstance(value, bool):
+def scalar_dtype_of(value: object) -> str:
+    """The dtype of `define_scalar(value)` and so of a Python number operand: Bool, Int, Double
+    or ComplexDouble (nvFuser's frontend makes a Python number that Scalar)."""
+    if isinstance(value, (bool, np.bool_)):
         return "i1"
-    if isinstance(value, int):
+    if isinstance(value, (int, np.integer)):
         return "i64"
-    if isinstance(value, float):
-        return "f32"
-    if isinstance(value, complex):
-        return "c64"
+    if isinstance(value, (float, np.floating)):
+        return "f64"
+    if isinstance(value, (complex, np.complexfloating)):
+        return "c128"
     raise TypeError(f"expected a Tensor, Scalar or Python number, got {type(value).__name__}")
 
 
@@ -100,20 +106,16 @@ def _lift(stronger: str | None, weaker: str | None) -> str | None:
 def result_dtype(values: Sequence[object]) -> str | None:
     """The dtype a mix of Tensors, Scalars and Python numbers computes in (the module doc's
     rule); None when `values` is empty."""
-    dims = zero_dim = scalars = numbers = None
+    dims = zero_dim = scalars = None
     for v in values:
         if isinstance(v, Tensor):
             if v.ndim:
                 dims = _join(dims, computed(v.type.dtype))
             else:
                 zero_dim = _join(zero_dim, computed(v.type.dtype))
-        elif isinstance(v, Scalar):
-            scalars = _join(scalars, scalar_dtype(v))
         else:
-            numbers = _join(numbers, number_dtype(v))
-    weak = _lift(scalars, numbers)
+            scalars = _join(scalars, scalar_dtype(v) if isinstance(v, Scalar) else scalar_dtype_of(v))
     if dims is None and zero_dim is None:
-        return weak
-    if weak is not None:
-        weak = CATEGORY_DEFAULT[category(weak)]
+        return scalars
+    weak = None if scalars is None else CATEGORY_DEFAULT[category(scalars)]
     return _lift(dims, _lift(zero_dim, weak))

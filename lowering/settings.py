@@ -13,13 +13,14 @@ which may not import the lowering; the snapshot only holds its text.)
 | FUSER_CACHE_DIR | a folder (created on demand) for compiled kernels | ~/.cache/fuser |
 | FUSER_SHARED_CACHE_DIR | a folder for what is built once per installation (cpu runtime, precompiled header, NVRTC headers) | ~/.cache/fuser |
 | FUSER_CXX | the C++20 compiler of the cpu backend (name on PATH or path) | g++ |
-| FUSER_CPU_THREADS | OS threads a cpu launch uses: an integer >= 0, 0 = one per core | 0 |
+| FUSER_CPU_THREADS | OS threads a cpu launch uses: an integer from 0 to 1024, 0 = one per core | 0 |
 | FUSER_CACHE_SIZE | fusions an executor keeps compiled: an integer >= 1 | 100 |
 | FUSER_COMPILE_THREADS | regions of a torch.compile graph compiled at once: an integer >= 0, 0 = one per core | 0 |
 | FUSER_MEMCHECK | 1: cpu kernels check every global access against its buffer (0 or 1) | 0 |
 | FUSER_RACECHECK | 1: cpu kernels report data races between the threads of a block (0 or 1) | 0 |
 | FUSER_DISABLE | comma-separated disable options: concretize_resize_extents, kernel_index_checks | none |
 | FUSER_LOG | comma-separated log channels: recompile, torch | none |
+| FUSER_GPU_PROFILE | the GPU the cpu backend schedules its kernels for: h100 or h200 (lowering/device.py) | h100 |
 | CUDA_HOME, CUDA_PATH | CUDA toolkit folders searched for nvcc and headers | /usr/local/cuda |
 """
 
@@ -49,7 +50,7 @@ def _text(name: str) -> str | None:
     return value if value is not None and value.strip() else None
 
 
-def _integer(name: str, default: int, minimum: int, meaning: str) -> int:
+def _integer(name: str, default: int, minimum: int, meaning: str, maximum: int | None = None) -> int:
     value = os.environ.get(name)
     if value is None:
         return default
@@ -57,7 +58,7 @@ def _integer(name: str, default: int, minimum: int, meaning: str) -> int:
         number = int(value.strip())
     except ValueError:
         number = None
-    if number is None or number < minimum:
+    if number is None or number < minimum or (maximum is not None and number > maximum):
         raise SettingError(f"{name}={value!r}: expected {meaning}")
     return number
 
@@ -85,9 +86,15 @@ def cxx() -> str:
     return _text("FUSER_CXX") or "g++"
 
 
+MAX_CPU_THREADS = 1024
+"""Above the cores of any usual host: far past it libgomp kills the process ("Thread creation
+failed"), and past 2**31 the launch config's int32 would wrap."""
+
+
 def cpu_threads() -> int:
     """FUSER_CPU_THREADS: OS threads per cpu launch; 0 = one per core."""
-    return _integer("FUSER_CPU_THREADS", 0, 0, "an integer >= 0 (OS threads per cpu launch; 0 = one per core)")
+    return _integer("FUSER_CPU_THREADS", 0, 0, f"an integer from 0 to {MAX_CPU_THREADS} (OS threads per cpu "
+                    "launch; 0 = one per core)", maximum=MAX_CPU_THREADS)
 
 
 def compile_threads() -> int:
@@ -130,6 +137,20 @@ def disable() -> str:
         raise SettingError(f"FUSER_DISABLE={value!r}: unknown option {unknown[0]!r}; expected a comma-separated "
                            f"list of {', '.join(KNOWN_DISABLE_OPTIONS)}")
     return value
+
+
+def gpu_profile():
+    """FUSER_GPU_PROFILE: the GPU (a DeviceSpec) the cpu backend schedules for, so that the
+    kernels it runs and checks are those that GPU would run (the cuda backend asks its driver)."""
+    from fuser.lowering.device import DEFAULT, PROFILES
+
+    value = _text("FUSER_GPU_PROFILE")
+    if value is None:
+        return DEFAULT
+    if value.strip().lower() not in PROFILES:
+        raise SettingError(f"FUSER_GPU_PROFILE={value!r}: expected one of {', '.join(sorted(PROFILES))} (the GPU the "
+                           "cpu backend schedules its kernels for)")
+    return PROFILES[value.strip().lower()]
 
 
 def cache_size() -> int:

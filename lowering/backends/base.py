@@ -8,6 +8,8 @@ from collections.abc import Hashable, Sequence
 from typing import ClassVar, Protocol
 
 from fuser.lowering.backends.disk_cache import Binary, CachedCompiler
+from fuser.lowering.device import DEFAULT as DEFAULT_DEVICE
+from fuser.lowering.device import DeviceSpec
 
 
 class Program(Protocol):
@@ -66,6 +68,12 @@ class KernelBackend(Backend):
         """What, besides the source, changes the binaries built now (a checked build, say):
         compiled kernels are reused only within one variant."""
         return ()
+
+    @property
+    def device(self) -> DeviceSpec:
+        """The GPU kernels are scheduled for: the cpu backend runs the CUDA source an H100 would
+        run (lowering/device.py); the cuda backend reads its GPU from the driver."""
+        return DEFAULT_DEVICE
 
     def program(self, source: str) -> Program:
         """`source` compiled (or found in the disk cache) and loaded, once per process."""

@@ -118,7 +118,9 @@ class HostMemory:
 
     @staticmethod
     def before_call(records) -> None:
-        pass
+        """Clears this thread's record: a launch that raised (KeyboardInterrupt, LaunchError,
+        RaceError) was never read, and its fault belongs to that call, not to this one."""
+        records.host_record()[:] = 0
 
 
 class CpuBackend(KernelBackend):
@@ -128,6 +130,13 @@ class CpuBackend(KernelBackend):
     def __init__(self, extra_flags: Sequence[str] = ()):
         super().__init__()
         self.extra_flags = tuple(extra_flags)
+
+    @property
+    def device(self):
+        """The GPU this backend's kernels are scheduled for (FUSER_GPU_PROFILE, default H100)."""
+        from fuser.lowering import settings
+
+        return settings.gpu_profile()
 
     def available(self) -> tuple[bool, str]:
         if cpu_runtime.cpu_compiler_available():

@@ -23,7 +23,6 @@ import functools
 import os
 import shutil
 import subprocess
-import signal
 import tempfile
 import threading
 import weakref
@@ -515,12 +514,11 @@ def _handles_sigint() -> int:
 
 
 def _launch_error(code: int, stats, kernel_name: str) -> FuserError:
-    """The error of a failed launch. An interrupted one first hands the SIGINT it held back to
-    Python's handler (KeyboardInterrupt, or what the program installed); if that handler returns,
-    the launch still failed: its outputs are incomplete and are not returned."""
+    """The error of a failed launch. The runtime has handed the SIGINT that interrupted one back
+    to Python's handler as the launch ended (KeyboardInterrupt as the call returns, or what the
+    program installed; the same for a SIGINT that came after every block had started); if that
+    handler returns, the launch still failed: its outputs are incomplete and are not returned."""
     message = stats.error.decode(errors="replace") or f"launch failed with code {code}"
-    if code == INTERRUPTED:
-        signal.raise_signal(signal.SIGINT)
     error = RaceError if code == RACE else LaunchError
     return error(message, kernel=kernel_name, code=code)
 

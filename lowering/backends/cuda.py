@@ -127,6 +127,12 @@ class CudaBackend(KernelBackend):
     def allocator(self, inputs: Sequence[object], torch_outputs: bool = False) -> DeviceMemory:
         return DeviceMemory(inputs, True if torch_outputs else None)
 
+    @property
+    def device(self):
+        from fuser.lowering.backends.gpu_runtime import device_spec
+
+        return device_spec()
+
     def context(self):
         """The primary context current for the span of a call (lowering/backends/gpu_runtime.py)."""
         from fuser.lowering.backends.gpu_runtime import context

@@ -199,10 +199,36 @@ def install_roots() -> list[Path]:
     """Where what is built once per installation (NVRTC's headers, the precompiled emulation
     header) is kept, in order of preference: FUSER_SHARED_CACHE_DIR (default: the per-user cache
     `~/.cache/fuser`), shared by every FUSER_CACHE_DIR (a fresh kernel cache must not pay seconds
-    to rebuild them), then FUSER_CACHE_DIR itself, for a shared folder that cannot be written. Entries are keyed by everything
-    they depend on and appear whole (built aside, then renamed)."""
+    to rebuild them), then FUSER_CACHE_DIR itself, for a shared folder that cannot be written (one
+    that is a file is left out, with a warning). Entries are keyed by everything they depend on
+    and appear whole (built aside, then renamed)."""
     shared = settings.shared_cache_root()
+    if shared is not None and not _can_be_a_folder(shared):
+        shared = None
     return list(dict.fromkeys([*([shared] if shared is not None else []), settings.cache_root()]))
+
+
+_warned_roots: set[Path] = set()
+
+
+def _can_be_a_folder(root: Path) -> bool:
+    """False when `root` is, or lies under, a file (no folder can ever be made there), with one
+    warning per root and process, as FUSER_CACHE_DIR gets one: what is built once per
+    installation then goes to FUSER_CACHE_DIR. A read-only folder is fine (a prebuilt install)."""
+    found = next((p for p in (root, *root.parents) if p.exists()), None)
+    if found is None or found.is_dir():
+        return True
+    with _unwritable_lock:
+        if root in _warned_roots:
+            return False
+        _warned_roots.add(root)
+    source = "FUSER_SHARED_CACHE_DIR" if os.environ.get("FUSER_SHARED_CACHE_DIR", "").strip() else \
+        "the default, as FUSER_SHARED_CACHE_DIR is unset"
+    reason = "not a folder" if found == root else f"{found} is not a folder"
+    warnings.warn(f"cannot write the shared cache folder ({source}) {root}: {reason}; keeping what "
+                  f"is built once per installation in FUSER_CACHE_DIR ({settings.cache_root()}) instead (set "
+                  "FUSER_SHARED_CACHE_DIR to a writable folder)", RuntimeWarning, stacklevel=3)
+    return False
 
 
 def digest(*parts: str) -> str:

@@ -132,6 +132,32 @@ def driver():
     return drv
 
 
+@functools.lru_cache(maxsize=1)
+def device_spec():
+    """The `DeviceSpec` (lowering/device.py) of the GPU kernels run on (cuda:0), read from the driver."""
+    from fuser.lowering.device import H100, from_attributes
+
+    drv = driver()
+    dev = drv.Context.get_device()
+    attribute = drv.device_attribute
+
+    def read(name: str, default: int) -> int:
+        found = getattr(attribute, name, None)
+        return int(dev.get_attribute(found)) if found is not None else default
+
+    major, minor = dev.compute_capability()
+    return from_attributes(
+        dev.name(), major, minor, sms=read("MULTIPROCESSOR_COUNT", H100.sms),
+        max_threads_per_sm=read("MAX_THREADS_PER_MULTIPROCESSOR", H100.max_threads_per_sm),
+        max_threads_per_block=read("MAX_THREADS_PER_BLOCK", H100.max_threads_per_block),
+        max_blocks_per_sm=read("MAX_BLOCKS_PER_MULTIPROCESSOR", H100.max_blocks_per_sm),
+        registers_per_sm=read("MAX_REGISTERS_PER_MULTIPROCESSOR", H100.registers_per_sm),
+        shared_per_sm=read("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", H100.shared_per_sm),
+        shared_per_block_optin=read("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", H100.shared_per_block_optin),
+        l2_bytes=read("L2_CACHE_SIZE", H100.l2_bytes), memory_clock_khz=read("MEMORY_CLOCK_RATE", 0),
+        bus_width_bits=read("GLOBAL_MEMORY_BUS_WIDTH", 0))
+
+
 @contextlib.contextmanager
 def context():
     """The primary context current on this thread for the block: on a thread other than the main

@@ -9,6 +9,7 @@ memoised per (value, index), so its cost is linear in the plan, whatever its dep
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -82,6 +83,8 @@ class GroupAccess:
     threads read consecutive elements and VEC of them can move as one access. None: no."""
     cone_ops: int = 0
     """Ops computed per element of the group (its outputs' backward cone inside the kernel)."""
+    vector_alignment: int = 0
+    """A vector width must divide it (static shifts of the innermost index; 0: anything goes)."""
 
 
 def cone_ops(produced: dict[SSAValue, Operation], roots: Sequence[SSAValue]) -> int:
@@ -97,25 +100,79 @@ def cone_ops(produced: dict[SSAValue, Operation], roots: Sequence[SSAValue]) -> 
     return len(seen)
 
 
+def vector_values(loads: Sequence[Load], last: int) -> tuple[tuple[SSAValue, ...], int] | None:
+    """(the tensors read with the domain's `last` loop variable as their innermost index, the
+    alignment a vector width must divide), when every load that depends on `last` reads it as
+    its innermost index, itself or shifted by a compile-time constant (a static slice start, a
+    cat piece's start: the vector width must divide each shift, so that the VEC lanes stay in one
+    aligned access and in one cat piece; 0: no such constraint). None when one does not (it reads
+    `last` in another position, or through a position computed in the kernel, which may hide it)."""
+    vector: list[SSAValue] = []
+    alignment = 0
+    for load in loads:
+        used = frozenset().union(*(ix.dims for ix in load.idx))
+        if last not in used:
+            continue
+        if any(ix.local for ix in load.idx):
+            return None
+        inner = load.idx[-1]
+        if inner.dims != {last} or inner.offset is None or any(last in ix.dims for ix in load.idx[:-1]):
+            return None
+        alignment = math.gcd(alignment, inner.offset)
+        if load.value not in vector:
+            vector.append(load.value)
+    return tuple(vector), alignment
+
+
 def group_access(produced: dict[SSAValue, Operation], outputs: Sequence[SSAValue]) -> GroupAccess:
     rank = outputs[0].type.rank  # type: ignore[union-attr]
     domain = [loop_var(d) for d in range(rank)]
-    last = rank - 1
-    best, vector, vectorizable = 0, [], rank > 0
-    for load in global_loads(produced, [(out, domain) for out in outputs]):
+    loads = global_loads(produced, [(out, domain) for out in outputs])
+    best = 0
+    for load in loads:
         if any(ix.local for ix in load.idx):
-            vectorizable = False  # a position computed in the kernel may hide the innermost variable
             continue
         used = frozenset().union(*(ix.dims for ix in load.idx))
         prefix = min(used) if used else rank
         best = max(best, min(prefix, rank - 1))
-        if last not in used:
-            continue
-        if load.idx[-1].exact != last or any(last in ix.dims for ix in load.idx[:-1]):
-            vectorizable = False
-        elif load.value not in vector:
-            vector.append(load.value)
-    return GroupAccess(max(best, 0), tuple(vector) if vectorizable else None, cone_ops(produced, outputs))
+    # A position computed in the kernel may hide the innermost variable: no vectors then.
+    local = any(ix.local for load in loads for ix in load.idx)
+    found = vector_values(loads, rank - 1) if rank and not local else None
+    vector, alignment = found if found is not None else (None, 0)
+    return GroupAccess(max(best, 0), vector, cone_ops(produced, outputs), alignment)
+
+
+@dataclass(frozen=True)
+class RowLoads:
+    """Row kernels: what each phase reads from global memory, for the schedule's vector width
+    and its traffic (lowering/schedulers/rows/problem.py)."""
+
+    phases: tuple[tuple[Load, ...], ...]
+    """Per phase (one per reduction, then the stores), the loads it meets, each once."""
+    vector_values: tuple[SSAValue, ...] | None
+    """Tensors read along the row's innermost dim as vector lanes (see `vector_values`); None:
+    the row cannot be read VEC elements at a time."""
+    vector_alignment: int = 0
+    """A vector width must divide it (see `vector_values`)."""
+
+
+def row_loads(plan: KernelPlan) -> RowLoads:
+    """The loads of each phase of a row kernel as a streaming schedule walks it (reductions
+    unmerged: a merge only drops a phase that reads what its partner reads)."""
+    assert plan.domain is not None
+    produced = {op.results[0]: op for op in plan.ops}
+    rank = plan.domain.type.rank  # type: ignore[union-attr]
+    domain = [loop_var(d) for d in range(rank)]
+    phases = tuple(tuple(global_loads(produced, [(v, domain) for v in roots])) for roots in _row_phase_roots(plan, {}))
+    last = rank - 1
+    reduced = frozenset(plan.reduced_dims)
+    every = [load for phase in phases for load in phase]
+    # Positions computed in the kernel along the row (a gather by a per-element index) may hide
+    # the innermost variable; a per-row computed position (a label) is read outside the loops.
+    hidden = any(ix.local and ix.dims & reduced for load in every for ix in load.idx)
+    found = vector_values(every, last) if rank and last in reduced and not hidden else None
+    vectors, alignment = found if found is not None else (None, 0)
+    return RowLoads(phases, vectors, alignment)
 
 
 @dataclass(frozen=True)
@@ -130,8 +187,8 @@ class RowAccess:
     """In the order the phases first compute them (deterministic: emission names follow it)."""
     lifetimes: dict[tuple, tuple[int, int]]
     """Per kept value: the phase that computes it and the last phase that reads it."""
-    invariant: tuple[tuple[SSAValue, tuple], ...]
-    """Loads along the row that are the same for every row (weights): kept across rows."""
+    prefetched: tuple[tuple[SSAValue, tuple], ...] = ()
+    """Loads of the row at its own index that the first phase makes for later phases."""
 
     @property
     def reused(self) -> frozenset[tuple[SSAValue, tuple]]:
@@ -160,10 +217,12 @@ def _row_phase_roots(plan: KernelPlan, online: dict) -> list[list[SSAValue]]:
     return phases
 
 
-def row_access(plan: KernelPlan, online: dict, loads_only: bool = False) -> RowAccess:
+def row_access(plan: KernelPlan, online: dict, loads_only: bool = False, prefetch: bool = False) -> RowAccess:
     """`online`: max/sum pairs fused into one phase (only when the row is not in registers;
     a persistent kernel has every reduction in its own phase). `loads_only`: keep only global
-    loads, recomputing what is computed from them (less storage per thread).
+    loads, recomputing what is computed from them (less storage per thread). `prefetch`: the
+    first phase also loads what later phases read of the row (the row's other inputs, at the
+    row's own index), so that all of a row's loads are in flight at once, and keeps them.
 
     Each phase is walked from its roots like emission; a (value, index) that varies along the
     row and an earlier phase computed unconditionally is where the walk stops: that phase keeps
@@ -176,19 +235,21 @@ def row_access(plan: KernelPlan, online: dict, loads_only: bool = False) -> RowA
     reduced = frozenset(plan.reduced_dims)
     computed_in: dict[tuple, int] = {}  # insertion order: the order phases compute values
     lifetimes: dict[tuple, tuple[int, int]] = {}
-    invariant: dict[tuple, None] = {}
+    row_index = structural_key(domain)
+    prefetched: list[tuple] = []
     for phase, roots in enumerate(_row_phase_roots(plan, online)):
 
         def visit(value, idx, conditional, op) -> bool:
             key = structural_key(idx)
-            if key is None or conditional or depends_only_on(idx, kept):
-                return True
-            if depends_only_on(idx, reduced):
-                if op is None:
-                    invariant[(value, key)] = None
+            # Per-row values are read once per row, and values along the row that are the
+            # same for every row (weights) are re-read: L2 serves them.
+            if key is None or conditional or depends_only_on(idx, kept) or depends_only_on(idx, reduced):
                 return True
             if op is not None and loads_only:
                 return True
+            if prefetch and op is None and key == row_index and (value, key) not in computed_in and phase > 0:
+                computed_in[(value, key)] = 0  # loaded by the first phase, with the rest of the row
+                prefetched.append((value, key))
             first = computed_in.setdefault((value, key), phase)
             if first < phase:
                 lifetimes[(value, key)] = (first, phase)
@@ -197,7 +258,7 @@ def row_access(plan: KernelPlan, online: dict, loads_only: bool = False) -> RowA
 
         walk_reads(produced, [(v, domain) for v in roots], visit)
     kept_values = tuple(k for k in computed_in if k in lifetimes)
-    return RowAccess(kept_values, lifetimes, tuple(invariant))
+    return RowAccess(kept_values, lifetimes, tuple(prefetched))
 
 
 class KernelAnalysis:
@@ -219,6 +280,14 @@ class KernelAnalysis:
     def rows_loads_only(self) -> RowAccess:
         return row_access(self.plan, {}, loads_only=True)
 
+    @cached_property
+    def rows_prefetch(self) -> RowAccess:
+        return row_access(self.plan, {}, prefetch=True)
 
-__all__ = ["GroupAccess", "KernelAnalysis", "Load", "RowAccess", "cone_ops", "global_loads", "walk_reads",
-           "group_access", "row_access", "DROP", "FULL", "KEEP"]
+    @cached_property
+    def row_loads(self) -> RowLoads:
+        return row_loads(self.plan)
+
+
+__all__ = ["GroupAccess", "KernelAnalysis", "Load", "RowAccess", "RowLoads", "cone_ops", "global_loads", "walk_reads",
+           "group_access", "row_access", "row_loads", "vector_values", "DROP", "FULL", "KEEP"]

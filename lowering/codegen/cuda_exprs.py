@@ -113,6 +113,19 @@ template <typename T> __device__ __forceinline__ void fuser_online_merge(T& m, T
 template <typename T> __device__ __forceinline__ void fuser_online_update(T& m, T& s, T x) {
   fuser_online_merge(m, s, x, (T)1);
 }
+// N more elements at once (a vector's lanes): one rescale for the vector, then one exp per element;
+// the same sum as N updates (a row of -inf counts each element as exp(0), as the update does).
+template <typename T, int N> __device__ __forceinline__ void fuser_online_update_vec(T& m, T& s, const T (&x)[N]) {
+  T mn = m;
+#pragma unroll
+  for (int j = 0; j < N; ++j) mn = fuser_max(mn, x[j]);
+  if (mn == (T)-INFINITY) { s = s + (T)N; return; }
+  T sum = s * exp(m - mn);
+#pragma unroll
+  for (int j = 0; j < N; ++j) sum = sum + exp(x[j] - mn);
+  s = sum;
+  m = mn;
+}
 // Welford / Chan et al.: (count, mean, M2 = sum of squared deviations from the mean) of one
 // more element / another partial triple. One pass, and stable where sum(x^2) - sum(x)^2 / n
 // cancels catastrophically.
@@ -133,6 +146,13 @@ template <typename T> __device__ __forceinline__ void fuser_welford_update(T& n,
   mean = mean + delta / n;
   m2 = m2 + delta * (y - mean);
 }
+// N more elements at once (a vector's lanes), folded one after another: the per-element update
+// keeps f32 variances of rows like 1e4 + noise within a few ulps (merging the vector's own mean
+// and M2, two divisions a vector, lost 30 % more digits there).
+template <typename T, int N> __device__ __forceinline__ void fuser_welford_update_vec(T& n, T& mean, T& m2, T& shift, const T (&x)[N]) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) fuser_welford_update(n, mean, m2, shift, x[j]);
+}
 // Before a block merges its threads' Welford partials: every thread's mean re-expressed against
 // thread 0's shift (shifts are elements of one row, so their difference is nearly exact), so the
 // merge works on values of the row's spread, not its magnitude. Uses smem[0].
@@ -144,9 +164,35 @@ template <typename T, typename S> __device__ __forceinline__ void fuser_welford_
   mean = n == (T)0 ? (T)0 : mean + (shift - common);
   shift = common;
 }
-// Lane 0's value for the whole warp (a row-level load done once per warp, not per thread).
-template <typename T> __device__ __forceinline__ T fuser_lane0(T v) { return __shfl_sync(0xffffffffu, v, 0); }
-__device__ __forceinline__ bool fuser_lane0(bool v) { return __shfl_sync(0xffffffffu, (int)v, 0) != 0; }
+// Lane 0's value for each group of W lanes of a warp (a row-level load done once per warp,
+// or per row when several rows share a warp, not per thread).
+template <int W, typename T> __device__ __forceinline__ T fuser_lane0(T v) { return __shfl_sync(0xffffffffu, v, 0, W); }
+template <int W> __device__ __forceinline__ bool fuser_lane0(bool v) { return __shfl_sync(0xffffffffu, (int)v, 0, W) != 0; }
+// Reductions over groups of W consecutive lanes (W a power of two <= 32; rows of W lanes, several
+// rows a warp): every lane of a group gets its group's value. All 32 lanes take part.
+template <int W, typename T, typename Op> __device__ __forceinline__ T fuser_group_reduce(T v, Op op) {
+  for (int off = W / 2; off > 0; off >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+template <int W, typename T> __device__ __forceinline__ void fuser_group_reduce_online(T& m, T& s) {
+  for (int off = W / 2; off > 0; off >>= 1) {
+    const T m2 = __shfl_xor_sync(0xffffffffu, m, off), s2 = __shfl_xor_sync(0xffffffffu, s, off);
+    fuser_online_merge(m, s, m2, s2);
+  }
+}
+template <int W, typename T> __device__ __forceinline__ void fuser_group_reduce_welford(T& n, T& mean, T& m2) {
+  for (int off = W / 2; off > 0; off >>= 1) {
+    const T n2 = __shfl_xor_sync(0xffffffffu, n, off), mean2 = __shfl_xor_sync(0xffffffffu, mean, off),
+            m22 = __shfl_xor_sync(0xffffffffu, m2, off);
+    fuser_welford_merge(n, mean, m2, n2, mean2, m22);
+  }
+}
+// fuser_welford_common_shift for a group of W lanes: the group's lane 0 gives the common shift.
+template <int W, typename T> __device__ __forceinline__ void fuser_group_common_shift(T n, T& mean, T& shift) {
+  const T common = __shfl_sync(0xffffffffu, shift, 0, W);
+  mean = n == (T)0 ? (T)0 : mean + (shift - common);
+  shift = common;
+}
 // Block-wide reduction; every thread gets the result. blockDim.x must be a multiple of 32.
 // `smem` is a T* or T[N] (in a racecheck build of the CPU emulation, a tracked shared array).
 template <typename T, typename Op, typename S>

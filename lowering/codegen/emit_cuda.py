@@ -44,7 +44,8 @@ from fuser_dialect import ops_set as ST
 from fuser_dialect.extents import constant_value
 from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType, dtype_name
 from fuser.lowering.codegen import cuda_exprs as X
-from fuser.lowering.codegen.index import ZERO, Ix, computed, depends_only_on, loop_var, shifted, structural_key, texts
+from fuser.lowering.codegen.index import (ZERO, Ix, computed, depends_only_on, lane_of, loop_var, shifted, structural_key,
+                                          texts, without_lanes)
 from fuser.lowering.codegen.kernel import KernelPlan
 
 
@@ -110,8 +111,11 @@ class _Hoist:
     section: Section
     memo_level: int
     allowed: frozenset[int]
-    warp_broadcast: bool = False
-    """Every thread of a block needs the same value: lane 0 of each warp loads, a shuffle shares it."""
+    group: int = 0
+    """Lanes that need the same value (a warp, or a row's lanes when several rows share a
+    warp): the group's lane 0 loads it and a shuffle shares it. 0: every thread loads."""
+    guard: str = ""
+    """A condition the group's loading lane must also meet (its row exists)."""
 
 
 @dataclass
@@ -132,6 +136,9 @@ class _State:
     memo: list[dict] = field(default_factory=lambda: [{}])
     counter: int = 0
     cond_depth: int = 0
+    uniform_depth: int = 0
+    """Of the branches open (cond_depth), those every lane of a vector takes alike (a vector
+    cat's pieces): vector accesses may be made inside them."""
     loop: PhaseLoop | None = None
 
 
@@ -148,17 +155,17 @@ class KernelEmitter:
         self.buffers: dict[tuple, str] = {}  # (value, structural index) kept across phases -> its register array
         self.buffer_section: Section | None = None
         self.filled: set[tuple] = set()
-        self.invariant: dict[tuple, str] = {}  # row-invariant load -> its register array
-        self.invariant_section: Section | None = None
+        """(kept, vector lane) of the buffer elements a phase has written."""
         self.hoist: _Hoist | None = None
-        self.vec = 1  # pointwise: elements per vector access in the innermost dim (1 = scalar)
-        self.vector_loads: dict[tuple, str] = {}
-        self.lane0: Ix | None = None  # the innermost index of a vectorised access (lane 0)
+        self.vec = 1
+        """Elements per vector access along the innermost dim (1 = scalar): a loop that walks it
+        VEC at a time gives each element's index a `lane` (index.vector_lane)."""
+        self.lanes: list[Ix] = []
+        """The vector lanes of the innermost dim in the current vectorised loop (lane 0 first)."""
         self.needs_sync = False
         self.row_storage = None
         """A persistent row's kept values in shared memory (rows.SharedRowStorage), else None:
         per-thread register arrays."""
-        self.keep_invariants = True
 
     # -- output helpers -------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -280,8 +287,8 @@ class KernelEmitter:
             self.s.memo[-1][key] = expr
             return expr
         kept = self._row_buffer(v, idx)
-        if kept is not None and kept in self.filled:
-            expr = self.tmp(X.COMPUTE_TYPE[t.dtype], self.slot_element(self.buffers[kept]), "v")
+        if kept is not None and (kept, lane_of(idx)) in self.filled:
+            expr = self.tmp(X.COMPUTE_TYPE[t.dtype], self.slot_element(self.buffers[kept], idx), "v")
             self.s.memo[-1][key] = expr
             return expr
         expr = self.emit_op(op, idx)
@@ -294,9 +301,9 @@ class KernelEmitter:
         keeps it in its row buffer."""
         self.s.memo[-1][key] = expr
         kept = self._row_buffer(*key)
-        if kept is not None and kept not in self.filled:
-            self.filled.add(kept)
-            self.line(f"{self.slot_element(self.row_buffer_name(kept, key[0]))} = {expr};")
+        if kept is not None and (kept, lane_of(key[1])) not in self.filled:
+            self.filled.add((kept, lane_of(key[1])))
+            self.line(f"{self.slot_element(self.row_buffer_name(kept, key[0]), key[1])} = {expr};")
         return expr
 
     def _row_buffer(self, v: SSAValue, idx: tuple[Ix, ...]) -> tuple | None:
@@ -304,7 +311,7 @@ class KernelEmitter:
         per-thread register array across phases (a persistent row, outside any branch)."""
         if self.s.loop is None or self.s.cond_depth or not self.reused:
             return None
-        kept = (v, structural_key(idx))
+        kept = (v, structural_key(without_lanes(idx)))
         return kept if kept in self.reused else None
 
     def row_buffer_name(self, kept: tuple, v: SSAValue) -> str:
@@ -313,14 +320,17 @@ class KernelEmitter:
             name = self.buffers[kept] = f"buf{len(self.buffers)}"
             ctype = X.COMPUTE_TYPE[v.type.dtype]  # type: ignore[union-attr]
             if self.row_storage is None:
-                self.buffer_section.line(f"{ctype} {name}[{self.schedule.iters}];")
+                self.buffer_section.line(f"{ctype} {name}[{self.schedule.iters * self.vec}];")
             else:
                 self.buffer_section.line(self.row_storage.declare(name, ctype, self.row_storage.slot_of[kept]))
         return self.buffers[kept]
 
-    def slot_element(self, array: str) -> str:
-        """This thread's element of a kept row array in the current phase loop iteration."""
+    def slot_element(self, array: str, idx: Sequence[Ix]) -> str:
+        """This thread's element of a kept row array in the current phase loop iteration, at
+        the vector lane `idx` is at (slot k holds lanes k * VEC .. k * VEC + VEC - 1)."""
         slot = self.s.loop.slot  # type: ignore[union-attr]
+        if self.vec > 1:
+            slot = f"{slot} * {self.vec} + {lane_of(idx)}"
         return f"{array}[{slot}]" if self.row_storage is None else self.row_storage.element(array, slot)
 
     def offset(self, v: SSAValue, idx: Sequence[Ix]) -> str:
@@ -330,41 +340,67 @@ class KernelEmitter:
         return " + ".join(terms) or "0"
 
     def load(self, v: SSAValue, idx: tuple[Ix, ...]) -> str:
+        """A global load of `v` at `idx`, placed by what the index depends on: hoisted before
+        the loop (its index reads only outer loop variables), kept in a row buffer for later
+        phases (the kernel analysis says which), or read here; read as one lane of a vector
+        access when the index is a vector lane of v's innermost dim."""
         dtype = v.type.dtype  # type: ignore[union-attr]
         ctype = X.COMPUTE_TYPE[dtype]
-        raw = X.load_expr(f"fuser_ld({self.tensor_ptr(v, False)}, {self.offset(v, idx)})", dtype)
-        loop = self.s.loop
         if self.hoist is not None and not self.s.cond_depth and depends_only_on(idx, self.hoist.allowed):
+            lane = idx[-1].lane if idx else None
+            if self.vec > 1 and lane is not None and v.type.shape[-1] != BROADCAST:  # type: ignore[union-attr]
+                raw = X.load_expr(f"{self.vector_load(v, idx, hoisted=True)}[{lane}]", dtype)
+            else:
+                raw = X.load_expr(f"fuser_ld({self.tensor_ptr(v, False)}, {self.offset(v, idx)})", dtype)
             return self.hoisted_load((v, idx), ctype, raw)
-        if self.vec > 1 and not self.s.cond_depth and idx and idx[-1].lane is not None:
-            if v.type.shape[-1] != BROADCAST:  # type: ignore[union-attr]
-                return self.vector_load(v, idx, idx[-1].lane, ctype)
-        if loop is None or self.s.cond_depth:
-            return self.tmp(ctype, raw, "v")
-        if depends_only_on(idx, loop.reduced):
-            return self.invariant_load((v, idx), ctype, raw, loop)
         kept = self._row_buffer(v, idx)
         if kept is None:
-            return self.tmp(ctype, raw, "v")
-        buf = self.slot_element(self.row_buffer_name(kept, v))
-        if kept not in self.filled:
-            self.filled.add(kept)
-            self.line(f"{buf} = {raw};")
+            return self.tmp(ctype, self.raw_load(v, idx), "v")
+        buf = self.slot_element(self.row_buffer_name(kept, v), idx)
+        if (kept, lane_of(idx)) not in self.filled:
+            self.filled.add((kept, lane_of(idx)))
+            self.line(f"{buf} = {self.raw_load(v, idx)};")
         return self.tmp(ctype, buf, "v")
 
-    def vector_load(self, v: SSAValue, idx: tuple[Ix, ...], lane: int, ctype: str) -> str:
-        """Element `lane` of a VEC-wide load of v's innermost dim (one access for all lanes)."""
-        key = (v, idx[:-1])
-        if key not in self.vector_loads:
-            self.s.counter += 1
-            name = f"vl{self.s.counter}"
-            storage = X.STORAGE_TYPE[v.type.dtype]  # type: ignore[union-attr]
-            ptr = self.tensor_ptr(v, False)
-            self.line(f"{storage} {name}[{self.vec}];")
-            self.line(f"fuser_ld_vec<{self.vec}>({ptr}, {self.offset(v, (*idx[:-1], self.lane0))}, {name});")
-            self.vector_loads[key] = name
-        raw = X.load_expr(f"{self.vector_loads[key]}[{lane}]", v.type.dtype)  # type: ignore[union-attr]
-        return self.tmp(ctype, raw, "v")
+    def prefetch(self, v: SSAValue, idx: tuple[Ix, ...]) -> None:
+        """Loads `v` at `idx` into its row buffer now (a persistent row's first phase loading
+        what later phases read), without using it here."""
+        idx = tuple(ZERO if e == BROADCAST else i for e, i in zip(v.type.shape, idx))  # type: ignore[union-attr]
+        kept = self._row_buffer(v, idx)
+        assert kept is not None, "only kept loads are prefetched"
+        if (kept, lane_of(idx)) not in self.filled:
+            self.filled.add((kept, lane_of(idx)))
+            self.line(f"{self.slot_element(self.row_buffer_name(kept, v), idx)} = {self.raw_load(v, idx)};")
+
+    def raw_load(self, v: SSAValue, idx: tuple[Ix, ...]) -> str:
+        """The compute-type expression of v's element at idx, straight from global memory (a
+        lane of a vector access when the loop is vectorised and idx is a lane of v's innermost dim)."""
+        dtype = v.type.dtype  # type: ignore[union-attr]
+        lane = idx[-1].lane if idx else None
+        uniform = self.s.cond_depth == self.s.uniform_depth
+        if self.vec > 1 and uniform and lane is not None and v.type.shape[-1] != BROADCAST:  # type: ignore[union-attr]
+            return X.load_expr(f"{self.vector_load(v, idx)}[{lane}]", dtype)
+        return X.load_expr(f"fuser_ld({self.tensor_ptr(v, False)}, {self.offset(v, idx)})", dtype)
+
+    def vector_load(self, v: SSAValue, idx: tuple[Ix, ...], hoisted: bool = False) -> str:
+        """The array holding VEC consecutive elements of v's innermost dim from lane 0's index:
+        one access, made when lane 0 is met in this C scope (lanes are emitted in order), or in
+        the hoist section when `hoisted`, and read by every lane."""
+        key = ("vector", v, idx[:-1], idx[-1].offset)
+        scopes = self.s.memo[:self.hoist.memo_level + 1] if hoisted and self.hoist else self.s.memo
+        for scope in reversed(scopes):
+            if key in scope:
+                return scope[key]
+        assert idx[-1].lane == 0, "a vector access is made at its lane 0"
+        self.s.counter += 1
+        name = f"vl{self.s.counter}"
+        storage = X.STORAGE_TYPE[v.type.dtype]  # type: ignore[union-attr]
+        ptr = self.tensor_ptr(v, False)
+        write = self.hoist.section.line if hoisted and self.hoist else self.line
+        write(f"{storage} {name}[{self.vec}];")
+        write(f"fuser_ld_vec<{self.vec}>({ptr}, {self.offset(v, idx)}, {name});")
+        scopes[-1][key] = name
+        return name
 
     def stage(self, out: SSAValue, vec: int) -> str:
         self.s.counter += 1
@@ -381,10 +417,11 @@ class KernelEmitter:
         offset = self.offset(out, tuple(ZERO if e == BROADCAST else i for e, i in zip(out.type.shape, idx)))
         self.line(f"fuser_st_vec<{vec}>({ptr}, {offset}, {staged});")
 
-    def hoist_here(self, allowed: set[int] | frozenset[int], warp_broadcast: bool = False) -> None:
+    def hoist_here(self, allowed: set[int] | frozenset[int], group: int = 0, guard: str = "") -> None:
         """Loads emitted later whose index reads only the loop variables of `allowed` dims go
-        here, before the loop about to be opened (pointwise outer loop, reduction phase loops)."""
-        self.hoist = _Hoist(self.section(), len(self.s.memo) - 1, frozenset(allowed), warp_broadcast)
+        here, before the loop about to be opened (pointwise outer loop, reduction phase loops).
+        group > 1: lanes 0, group, 2 * group, ... load (when `guard` holds) and share by shuffle."""
+        self.hoist = _Hoist(self.section(), len(self.s.memo) - 1, frozenset(allowed), group, guard)
 
     def hoisted_load(self, key: tuple, ctype: str, raw: str) -> str:
         h = self.hoist
@@ -393,31 +430,15 @@ class KernelEmitter:
         if key not in scope:
             self.s.counter += 1
             name = f"h{self.s.counter}"
-            if h.warp_broadcast:
-                raw = f"fuser_lane0((threadIdx.x & 31) == 0 ? ({ctype})({raw}) : ({ctype})0)"
+            conditions = [f"(threadIdx.x & {h.group - 1}) == 0"] if h.group > 1 else []
+            conditions += [h.guard] if h.guard else []
+            if conditions:
+                raw = f"({' && '.join(conditions)}) ? ({ctype})({raw}) : ({ctype})0"
+            if h.group > 1:
+                raw = f"fuser_lane0<{h.group}>({raw})"
             h.section.line(f"const {ctype} {name} = {raw};")
             scope[key] = name
         return scope[key]
-
-    def invariant_load(self, key: tuple, ctype: str, raw: str, loop: PhaseLoop) -> str:
-        """A load that is the same for every row (a weight, a bias): kept in registers across
-        all the rows a block processes, filled on its first row only."""
-        if not self.keep_invariants:
-            return self.tmp(ctype, raw, "v")
-        if key not in self.invariant:
-            assert self.invariant_section is not None, "a persistent row kernel opens its invariant section first"
-            slot = None
-            if self.row_storage is not None:
-                slot = self.row_storage.invariant_slot.get((key[0], structural_key(key[1])))
-                if slot is None:  # not planned a slot: read it every row
-                    return self.tmp(ctype, raw, "v")
-            name = self.invariant[key] = f"inv{len(self.invariant)}"
-            if slot is None:
-                self.invariant_section.line(f"{ctype} {name}[{self.schedule.iters}];")
-            else:
-                self.invariant_section.line(self.row_storage.declare(name, ctype, slot))
-            self.line(f"if (fuser_first_row) {self.slot_element(name)} = {raw};")
-        return self.tmp(ctype, self.slot_element(self.invariant[key]), "v")
 
     def emit_op(self, op: Operation, idx: tuple[Ix, ...]):
         """The op's expression (str), or a generator yielding (operand, index) requests and
@@ -506,7 +527,7 @@ class KernelEmitter:
         for d, step in enumerate(steps):
             start = self.param(("slice_start", op, d), "long long", "slice_start", "ss", op=op, dim=d)
             text = f"({start} + ({idx[d].text}) * {step}LL)" if step != 1 else f"({start} + ({idx[d].text}))"
-            src.append(shifted(idx[d], ("slice", op, d, step), text))
+            src.append(shifted(idx[d], ("slice", op, d, step), text, static_slice_start(op, d)))
         return (yield op.input, src)
 
     def op_PadOp(self, op: R.PadOp, idx):
@@ -538,6 +559,10 @@ class KernelEmitter:
 
     def op_CatOp(self, op: R.CatOp, idx):
         dim = op.dim.value.data
+        # A cat along the loop's vector lanes themselves (not one read through a shift of them,
+        # a cat inside another's piece: its lanes then take the scalar branches below).
+        if self.vec > 1 and self.lanes and idx[dim] == self.lanes[0] and cat_starts(op) is not None:
+            return (yield from self._vector_cat(op, idx, dim))
         t = X.COMPUTE_TYPE[op.result.type.dtype]
         self.s.counter += 1
         name = f"c{self.s.counter}"
@@ -557,6 +582,38 @@ class KernelEmitter:
             offset = end
         self.s.cond_depth -= 1
         return name
+
+    def _vector_cat(self, op: R.CatOp, idx, dim: int):
+        """A cat along the vectorised innermost dim whose pieces start at multiples of VEC (the
+        vector width divides them: vector_width checks it): every lane of a vector lies in the
+        same piece, so one branch on lane 0 picks the piece for all of them, and inside it the
+        piece is read with vector accesses. The lanes' values are memoised for the lanes after
+        lane 0, which the caller asks for next."""
+        starts = cat_starts(op)
+        assert starts is not None
+        t = X.COMPUTE_TYPE[op.result.type.dtype]
+        self.s.counter += 1
+        names = [f"c{self.s.counter}_{j}" for j in range(self.vec)]
+        self.line(f"{t} {', '.join(names)};")
+        lanes = [idx[:dim] + (lane,) + idx[dim + 1:] for lane in self.lanes]
+        self.s.cond_depth += 1
+        self.s.uniform_depth += 1
+        for k, (v, start) in enumerate(zip(op.inputs, starts)):
+            keyword = "if" if k == 0 else "else if"
+            header = f"{keyword} ({idx[dim].text} < {starts[k + 1]}LL)" if k < len(op.inputs) - 1 else "else"
+            self.open(header)
+            for name, lane_idx in zip(names, lanes):
+                src = list(lane_idx)
+                text = lane_idx[dim].text
+                src[dim] = shifted(lane_idx[dim], ("cat", op, k), f"({text} - {start}LL)", -start)
+                value = yield v, src
+                self.line(f"{name} = {value};")
+            self.close()
+        self.s.uniform_depth -= 1
+        self.s.cond_depth -= 1
+        for name, lane_idx in zip(names[1:], lanes[1:]):
+            self.s.memo[-1][(op.result, lane_idx)] = name
+        return names[0]
 
     # gather family
     def _lookup(self, op, idx, index_idx) -> str:
@@ -665,9 +722,10 @@ class KernelEmitter:
         value = self.tmp(X.COMPUTE_TYPE[dtype], X.round_expr(call, dtype))
         if op.DISTRIBUTION != "uniform":
             return value
-        # [low, high) after rounding to the dtype: a value rounded up to high or past it is low
-        # (nvFuser maps the rounded high to low too); the reference does the same (ops_random).
-        return self.tmp(X.COMPUTE_TYPE[dtype], f"({value} < {high} ? {value} : {X.round_expr(low, dtype)})")
+        # [low, high) after rounding to the dtype: a value at or past high rounded to the dtype is
+        # low rounded (as nvFuser's rng_uniform_range_half); the reference does the same (ops_random).
+        top = X.round_expr(high, dtype)
+        return self.tmp(X.COMPUTE_TYPE[dtype], f"({value} < {top} ? {value} : {X.round_expr(low, dtype)})")
 
     # -- stores -------------------------------------------------------------------------
     def store(self, v: SSAValue, idx: Sequence[Ix]) -> None:
@@ -739,9 +797,32 @@ def _reshape(op: L.ReshapeOp, idx):
     return [Read(op.input, (position,) * op.input.type.rank)]
 
 
+def static_slice_start(op: R.SliceOp, d: int) -> int | None:
+    """The start of `op` along dim d when the IR fixes it (a non-negative constant, step 1)."""
+    if op.steps.get_values()[d] != 1:
+        return None
+    start = op.mixed_bounds[2 * d]
+    value = start if isinstance(start, int) else constant_value(start)
+    return value if value is not None and value >= 0 else None
+
+
+def cat_starts(op: R.CatOp) -> list[int] | None:
+    """Where each piece of `op` starts along its dim, and the end, when every piece's extent is
+    static (None otherwise)."""
+    dim = op.dim.value.data
+    starts = [0]
+    for v in op.inputs:
+        extent = v.type.static_extent(dim)  # type: ignore[union-attr]
+        if extent is None:
+            return None
+        starts.append(starts[-1] + extent)
+    return starts
+
+
 def _slice(op: R.SliceOp, idx):
     steps = op.steps.get_values()
-    return [Read(op.input, tuple(shifted(ix, ("slice", op, d, steps[d])) for d, ix in enumerate(idx)))]
+    return [Read(op.input, tuple(shifted(ix, ("slice", op, d, steps[d]), by=static_slice_start(op, d))
+                                 for d, ix in enumerate(idx)))]
 
 
 def _pad(op: R.PadOp, idx):
@@ -753,10 +834,11 @@ def _pad(op: R.PadOp, idx):
 
 def _cat(op: R.CatOp, idx):
     dim = op.dim.value.data
+    starts = cat_starts(op)
     reads = []
     for k, v in enumerate(op.inputs):
         src = list(idx)
-        src[dim] = shifted(idx[dim], ("cat", op, k))
+        src[dim] = shifted(idx[dim], ("cat", op, k), by=-starts[k] if starts is not None else None)
         reads.append(Read(v, tuple(src), conditional=True))
     return reads
 

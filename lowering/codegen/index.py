@@ -29,24 +29,32 @@ class Ix:
     key: Hashable | None
     text: str | None = None
     lane: int | None = None
-    """Vectorised pointwise loops: which element of the VEC-wide innermost access this is."""
+    """Vectorised loops: which element of the VEC-wide innermost access this is."""
+    offset: int | None = None
+    """The component is its (one) dim's loop variable plus this launch-time constant known at
+    compile time (0: the variable itself; a static slice start, a cat piece's start); None:
+    anything else. A vector access may cross a shift that keeps VEC lanes together."""
 
 
 ZERO = Ix(frozenset(), None, False, ("const", 0), "0")
 
 
 def loop_var(dim: int, name: str | None = None) -> Ix:
-    return Ix(frozenset((dim,)), dim, False, ("dim", dim), name)
+    return Ix(frozenset((dim,)), dim, False, ("dim", dim), name, offset=0)
 
 
 def vector_lane(dim: int, lane: int, name: str | None = None) -> Ix:
-    return Ix(frozenset((dim,)), dim if lane == 0 else None, False, ("lane", dim, lane), name, lane)
+    return Ix(frozenset((dim,)), dim if lane == 0 else None, False, ("lane", dim, lane), name, lane, offset=0)
 
 
-def shifted(ix: Ix, how: Hashable, text: str | None = None) -> Ix:
-    """`ix` moved by a launch-time constant (a slice start, a cat offset, a stride step)."""
+def shifted(ix: Ix, how: Hashable, text: str | None = None, by: int | None = None) -> Ix:
+    """`ix` moved by a launch-time constant (a slice start, a cat offset, a stride step); `by`:
+    that constant when it is known at compile time (the shift then keeps a vector lane: lane j
+    of the access stays lane j)."""
     key = None if ix.key is None else ("shift", how, ix.key)
-    return Ix(ix.dims, None, ix.local, key, text)
+    offset = ix.offset + by if ix.offset is not None and by is not None else None
+    lane = ix.lane if offset is not None else None
+    return Ix(ix.dims, None, ix.local, key, text, lane, offset)
 
 
 def computed(parts: Iterable[Ix], text: str | None = None) -> Ix:
@@ -58,6 +66,18 @@ def computed(parts: Iterable[Ix], text: str | None = None) -> Ix:
 def depends_only_on(idx: Sequence[Ix], allowed: frozenset[int] | set[int]) -> bool:
     """Every component reads only the loop variables of `allowed` dims (and no temporaries)."""
     return all(not ix.local and ix.dims <= allowed for ix in idx)
+
+
+def lane_of(idx: Sequence[Ix]) -> int:
+    """Which element of a vector access `idx` is at (0 when no component is a vector lane)."""
+    return next((ix.lane for ix in idx if ix.lane is not None), 0)
+
+
+def without_lanes(idx: Sequence[Ix]) -> tuple[Ix, ...]:
+    """`idx` with every vector lane replaced by its dim's loop variable: the index the kernel
+    analysis, which walks one element at a time, knows the access by (row buffers are kept
+    only at unshifted indices)."""
+    return tuple(loop_var(next(iter(ix.dims))) if ix.lane is not None and ix.offset == 0 else ix for ix in idx)
 
 
 def structural_key(idx: Sequence[Ix]) -> tuple | None:

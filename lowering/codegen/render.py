@@ -62,11 +62,12 @@ def render(plan: KernelPlan, schedule, macros: Iterable[str] | None = None,
     finally:
         KERNEL_INDEX_CHECKS.reset(token)
     name = plan.name
+    bounds = f"{schedule.block}, {body.min_blocks_per_sm}" if body.min_blocks_per_sm else f"{schedule.block}"
     signature = ",\n    ".join(f"{p.ctype} {p.name}" for p in body.params)
     source = "\n".join([
         source_head(header_macros(plan) if macros is None else macros),
         f"// scheduler: {plan.scheduler}, {schedule.describe()}",
-        f'extern "C" __global__ void __launch_bounds__({schedule.block}) {name}(\n    {signature}) {{',
+        f'extern "C" __global__ void __launch_bounds__({bounds}) {name}(\n    {signature}) {{',
         *body.shared,
         *body.lines,
         "}",

@@ -118,18 +118,34 @@ class CompiledFusion:
         """Run-time extents of the concretized fusion (kernel arguments), read once."""
         return ExtentPlan(self.fusion)
 
-    def schedules(self, extents, checked: Sequence[object] = ()) -> tuple:
+    def schedules(self, extents, checked: Sequence[object] = (), overrides: dict | None = None) -> tuple:
         """The schedule of every kernel for these run-time extents (and input arrays, whose
-        strides and alignment may decide vector widths), each chosen by its scheduler unit."""
+        strides and alignment may decide vector widths), each chosen by its scheduler unit,
+        unless `overrides` forces one (kernel number -> schedule), which its unit checks first."""
         arrays = dict(zip(self.launch_facts.args, checked))
         layout = self.launch_facts.output_layout
-        return tuple(p.unit.choose(p, [extents.shape(v) for v in p.domain_values()], arrays, layout)
-                     for p in self.plans)
+        device = self.backend.device
+        overrides = overrides or {}
+        if overrides and max(overrides) >= len(self.plans):
+            raise ValueError(f"override_schedule: kernel {max(overrides)} does not exist: this call has "
+                             f"{len(self.plans)} kernel(s)")
+        chosen = []
+        for k, p in enumerate(self.plans):
+            shapes = [extents.shape(v) for v in p.domain_values()]
+            if k in overrides:
+                if not hasattr(p.unit, "check_schedule"):
+                    raise ValueError(f"override_schedule: kernel {k} runs on the host ({p.scheduler}): it has no "
+                                     "schedule to force")
+                p.unit.check_schedule(p, overrides[k], shapes, arrays, layout, device)
+                chosen.append(overrides[k])
+            else:
+                chosen.append(p.unit.choose(p, shapes, arrays, layout, device))
+        return tuple(chosen)
 
     def kernels_for(self, schedules: tuple, index_checks: bool = True) -> tuple[CompiledKernels, bool]:
         """(kernels, compiled_now). Compiles under the entry's lock: once per schedule tuple,
         build variant of the backend and choice of in-kernel index checks."""
-        key = (schedules, self.backend.variant(), index_checks)
+        key = (schedules, self.backend.variant(), self.backend.device.key(), index_checks)
         with self.lock:
             found = self.variants.get(key)
             if found is not None:

@@ -50,6 +50,9 @@ class FusionExecutor:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._plans: dict[tuple, LaunchPlan] = {}
+        self.schedule_overrides: dict[int, object] = {}
+        """Kernel number -> the schedule forced on it (FusionDefinition.override_schedule)."""
+        self._overrides_key: tuple = ()
 
     def execute(self, inputs: Sequence[object], backend: Backend, disable: Sequence[str] = (),
                 torch_outputs: bool = False):
@@ -64,12 +67,23 @@ class FusionExecutor:
                 return self._execute(inputs, backend, disable, torch_outputs)
         return self._execute(inputs, backend, disable, torch_outputs)
 
+    def override_schedule(self, kernel: int, schedule) -> None:
+        if not isinstance(kernel, int) or kernel < 0:
+            raise ValueError(f"override_schedule: kernel must be a kernel number (>= 0), got {kernel!r}")
+        with self._lock:
+            if schedule is None:
+                self.schedule_overrides.pop(kernel, None)
+            else:
+                self.schedule_overrides[kernel] = schedule
+            self._overrides_key = tuple(sorted(self.schedule_overrides.items(), key=lambda item: item[0]))
+
     def _execute(self, inputs: Sequence[object], backend: Backend, disable: Sequence[str], torch_outputs: bool):
         snapshot = settings.launch_settings()
         signature = self.signature(inputs)
         if signature is not None:
-            key = (backend, disable, snapshot, signature[0], True) if torch_outputs else \
-                (backend, disable, snapshot, signature[0])
+            # The forced schedules are part of a launch plan's key: a plan holds its kernels.
+            key = (backend, disable, snapshot, signature[0], self._overrides_key, True) if torch_outputs else \
+                (backend, disable, snapshot, signature[0], self._overrides_key)
             plan = self._plans.get(key)
             if plan is not None:
                 outputs, counts = plan.run(inputs, signature[1])
@@ -108,7 +122,7 @@ class FusionExecutor:
             key, lambda: build_compiled_fusion(self.module, shapes, scalars, backend, resize_extents)
         )
         extents = compiled.extent_plan.evaluate(shapes, scalars)
-        kernels, compiled_now = compiled.kernels_for(compiled.schedules(extents, checked),
+        kernels, compiled_now = compiled.kernels_for(compiled.schedules(extents, checked, self.schedule_overrides),
                                                      kernel_index_checks_enabled(disable))
         with self._lock:
             if compiled_now:

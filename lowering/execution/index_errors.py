@@ -9,7 +9,9 @@ position among the fusion's index ops; `IndexErrorRecords.check` turns a fault i
 IndexError the host checks raise, naming the op, the index value and the extent.
 
 When the record is read:
-- cpu backend: right after each launch that has index sites (launches are synchronous);
+- cpu backend: right after each launch that has index sites (launches are synchronous); the
+  thread's record is cleared before each call, so a launch that raised before its record was
+  read (Ctrl-C, a failed launch, a race) leaves its fault to no later call;
 - cuda backend: the record lives in page-locked host memory mapped into the device, so reading
   it needs no copy and launches stay asynchronous and capturable in a CUDA graph. A fault is
   raised at the next `execute` of the same compiled fusion (or by `FusionDefinition.

@@ -16,7 +16,7 @@ The full path (`Launcher.run`) resolves the sources and launches through the pro
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -31,6 +31,7 @@ from fuser.lowering.execution.compiled import CompiledFusion, CompiledKernels
 from fuser.lowering.codegen.emit_cuda import Param
 from fuser.lowering.errors import MemcheckError
 from fuser.lowering.execution.host_calls import HostKernel
+from fuser.lowering.execution.performance_report import ModelInputs
 
 _SCALAR_CTYPES = {"double": np.float64, "float": np.float32, "long long": np.int64, "int": np.int32, "bool": np.bool_}
 
@@ -136,6 +137,20 @@ class KernelRecord:
     bytes_stored: int | None = None
     needs_sync: bool = True
     """Uses barriers or warp shuffles (the cpu backend then runs threads as fibers)."""
+    schedule: object = None
+    """The scheduler unit's schedule (its `describe()` says every decision); None for a host segment."""
+    model: object = field(default=None, repr=False, compare=False)
+    """What `performance()` models (lowering/execution/performance_report.py ModelInputs)."""
+
+    def performance(self, device="h100"):
+        """The performance model's view of this launch on `device` (a profile name, "h100" or
+        "h200", or a DeviceSpec): registers and spills from ptxas, resident blocks, bytes in
+        flight, DRAM traffic, predicted time. None for a host segment or an empty launch."""
+        if self.model is None or not self.grid or not all(self.grid):
+            return None
+        from fuser.lowering.execution.performance_report import kernel_performance
+
+        return kernel_performance(self.model, self.name, self.grid, self.block[0], device)
 
 
 class Launcher:
@@ -207,7 +222,7 @@ class Launcher:
                 records.append(self.run_host(plan, kernel, backend))
                 launches.append(kernel)  # a launch plan replays its call
                 continue
-            grid = plan.unit.grid(plan, kernel.schedule, self.rt)  # None: nothing to compute
+            grid = plan.unit.grid(plan, kernel.schedule, self.rt, backend.device)  # None: nothing to compute
             block = kernel.schedule.block
             loaded = stored = None
             if grid is not None:
@@ -228,8 +243,9 @@ class Launcher:
                 if backend.counts_bytes:
                     loaded = stored = 0
                 launches.append(None)
+            model = ModelInputs(plan, kernel.schedule, self.rt, kernel.source, kernel.shared_bytes)
             records.append(KernelRecord(kernel.name, plan.scheduler, grid or (0, 0, 0), (block, 1, 1),
-                                        kernel.source, loaded, stored, kernel.needs_sync))
+                                        kernel.source, loaded, stored, kernel.needs_sync, kernel.schedule, model))
         return [self.result(v) for v in self.returned], records, launches
 
     def run_host(self, plan, kernel: HostKernel, backend) -> KernelRecord:

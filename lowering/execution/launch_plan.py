@@ -33,6 +33,8 @@ stored under the executor's lock; their bound launches keep per-thread argument 
 
 from __future__ import annotations
 
+import dataclasses
+
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -262,8 +264,7 @@ class LaunchPlan:
         out = []
         for record, count in zip(self.records, counts):
             if count is not None and record.bytes_loaded is not None:
-                record = KernelRecord(record.name, record.scheduler, record.grid, record.block, record.source,
-                                      count[0], count[1], record.needs_sync)
+                record = dataclasses.replace(record, bytes_loaded=count[0], bytes_stored=count[1])
             out.append(record)
         return out
 

@@ -851,9 +851,10 @@ inline void run_block_as_loop(const fuser_kernel_body& body) {
 }
 
 // Ctrl-C during a long launch: for its span, SIGINT only sets a flag that the workers read
-// between blocks; the launch stops with kInterrupted and the caller re-raises the signal to the
-// handler it had (Python's KeyboardInterrupt). A SIGINT that is ignored or kills the process
-// (SIG_IGN, SIG_DFL) keeps doing so.
+// between blocks; the launch stops with kInterrupted. When the launch ends the watch hands a
+// SIGINT it held back to the handler it had (Python's, which raises KeyboardInterrupt as the
+// ctypes call returns), also one that came after every block had started and stopped nothing.
+// A SIGINT that is ignored or kills the process (SIG_IGN, SIG_DFL) keeps doing so.
 static volatile sig_atomic_t g_sigint_seen = 0;
 static void note_sigint(int) { g_sigint_seen = 1; }
 
@@ -875,8 +876,10 @@ class SigintWatch {
 
  private:
   void release() {
-    if (active_) sigaction(SIGINT, &previous_, nullptr);
+    if (!active_) return;
+    sigaction(SIGINT, &previous_, nullptr);
     active_ = false;
+    if (g_sigint_seen) raise(SIGINT);  // never dropped with our handler
   }
   struct sigaction previous_ {};
   bool active_ = false;

@@ -3,11 +3,12 @@ scheduled, launched and emitted.
 
 - `accepts(candidate)`: segmentation asks whether this unit can run a group of ops as one
   kernel (a `Verdict`, with the reason when it cannot);
-- `choose(plan, shapes, arrays, output_layout)`: the schedule for one call's run-time
+- `choose(plan, shapes, arrays, output_layout, device)`: the schedule for one call's run-time
   extents (and input arrays by fusion argument, whose strides and alignment may matter;
-  None when there are none, e.g. printing a kernel); a schedule is a frozen value, part of
-  the compiled-kernel cache key, with a `block` size and a one-line `describe()`;
-- `grid(plan, schedule, extents)`: the launch grid, or None when there is nothing to do;
+  None when there are none, e.g. printing a kernel) on `device` (lowering/device.py); a
+  schedule is a frozen value, part of the compiled-kernel cache key, with a `block` size and
+  a one-line `describe()`;
+- `grid(plan, schedule, extents, device)`: the launch grid, or None when there is nothing to do;
 - `emit(plan, schedule)`: the kernel body (`KernelBody`), a pure function of its arguments.
 
 Decisions read the kernel analysis (`plan.analysis`, lowering/codegen/analysis.py), never C text.
@@ -25,6 +26,8 @@ from xdsl.ir import Operation, SSAValue
 from fuser_dialect import ops_compute as C
 from fuser.lowering.codegen.emit_cuda import Param
 from fuser.lowering.codegen.kernel import KernelPlan
+from fuser.lowering.device import DEFAULT, DeviceSpec
+from fuser.lowering.schedulers.performance import Resources, Traffic
 from fuser.lowering.schedulers.symbolic import SymbolicExtents
 
 MAX_GRID = 65535
@@ -67,6 +70,8 @@ class KernelBody:
     """Uses barriers or warp shuffles (the cpu backend then runs threads as fibers)."""
     shared_bytes: int = 0
     """Dynamic shared memory per block (FUSER_DYNAMIC_SHARED), given at launch."""
+    min_blocks_per_sm: int = 0
+    """`__launch_bounds__`' minimum of resident blocks per SM the kernel is compiled for (0: none)."""
 
 
 class SchedulerUnit(ABC):
@@ -77,13 +82,31 @@ class SchedulerUnit(ABC):
 
     @abstractmethod
     def choose(self, plan: KernelPlan, shapes: Sequence[tuple[int, ...]], arrays: dict | None,
-               output_layout: dict): ...
+               output_layout: dict, device: DeviceSpec = DEFAULT): ...
 
     @abstractmethod
-    def grid(self, plan: KernelPlan, schedule, extents) -> tuple[int, int, int] | None: ...
+    def grid(self, plan: KernelPlan, schedule, extents, device: DeviceSpec = DEFAULT) -> tuple[int, int, int] | None: ...
 
     @abstractmethod
     def emit(self, plan: KernelPlan, schedule) -> KernelBody: ...
+
+    def check_schedule(self, plan: KernelPlan, schedule, shapes: Sequence[tuple[int, ...]], arrays: dict | None,
+                       output_layout: dict, device: DeviceSpec = DEFAULT) -> None:
+        """Raises a ValueError when a forced `schedule` (an override) cannot run this call: the
+        wrong kind of schedule, or one whose choices the extents, arrays or device rule out."""
+        expected = type(self.choose(plan, shapes, None, output_layout, device))
+        if type(schedule) is not expected:
+            raise ValueError(f"override_schedule: kernel {plan.index} ({self.name}) takes a {expected.__name__}, "
+                             f"got {type(schedule).__name__}")
+
+    def traffic(self, plan: KernelPlan, schedule, extents, device: DeviceSpec, ctas_per_sm: int) -> Traffic | None:
+        """What one launch moves and keeps in flight, for the performance model
+        (lowering/schedulers/performance.py); None: the unit does not model it."""
+        return None
+
+    def estimated_resources(self, plan: KernelPlan, schedule, extents) -> Resources:
+        """Registers and shared memory a thread and block need, before ptxas says."""
+        return Resources(registers=32)
 
     def __str__(self) -> str:
         return self.name

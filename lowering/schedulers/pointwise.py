@@ -15,24 +15,31 @@ dense, divisible and 16-byte aligned (checked per call), each thread moves 16 by
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fuser_dialect.types import DYNAMIC, numpy_dtype
-from fuser.lowering.addresses import numpy_address
-from fuser.lowering.codegen.analysis import GroupAccess
+from fuser.lowering.codegen.analysis import GroupAccess, global_loads
+from fuser.lowering.codegen.index import loop_var, vector_lane
 from fuser.lowering.codegen.emit_cuda import KernelEmitter
-from fuser.lowering.codegen.index import vector_lane
 from fuser.lowering.codegen.kernel import KernelPlan
+from fuser.lowering.device import DEFAULT, DeviceSpec
 from fuser.lowering.schedulers.base import MAX_GRID, Candidate, KernelBody, SchedulerUnit, Verdict
+from fuser.lowering.schedulers.performance import Traffic
 from fuser.lowering.schedulers.scan import refuse_scans
+from fuser.lowering.schedulers.vectorize import vector_width
 
 BLOCK = 128
 MIN_INNER = 128
-TARGET_BLOCKS = 1056
-"""Blocks a pointwise launch aims for: 8 per SM of an H100."""
-VECTOR_BYTES = 16
+TARGET_THREADS_PER_SM = 2048
+"""Threads a pointwise launch aims to keep on each SM (a full H100 SM: a 16-byte vector each
+is 32 KiB in flight, the bandwidth limit)."""
+TARGET_IN_FLIGHT_PER_THREAD = 32
+"""Bytes of loads a pointwise thread should have in flight: two 16-byte vectors, so that an SM
+whose registers leave room for three quarters of its threads still has 32 KiB in flight."""
+MAX_UNROLL = 4
 MAX_VECTOR_CONE_OPS = 256
 """Groups computing more ops per element are not vectorised: at ~64 flops per loaded float an
 element is compute-bound on an H100, so wider accesses gain no bandwidth, while every vector
@@ -46,10 +53,14 @@ class PointwiseSchedule:
     """Per group: how many leading dims loop inside a thread."""
     vec: tuple[int, ...] = ()
     """Per group: elements per 16-byte access (empty: all 1)."""
+    unroll: int = 1
+    """Iterations of a thread's loop (the outer loop when there is one) a step: their loads are
+    in flight together."""
 
     def describe(self) -> str:
         vec = f", vector: {list(self.vec)}" if self.vec else ""
-        return f"block: {self.block}, outer dims: {list(self.outer_dims)}{vec}"
+        unroll = f", unroll: {self.unroll}" if self.unroll > 1 else ""
+        return f"block: {self.block}, outer dims: {list(self.outer_dims)}{vec}{unroll}"
 
 
 def _outer_dims(shape: tuple[int, ...], invariant_prefix: int, dynamic: Sequence[bool] = ()) -> int:
@@ -63,37 +74,14 @@ def _outer_dims(shape: tuple[int, ...], invariant_prefix: int, dynamic: Sequence
     return outer
 
 
-def _element_strides_and_address(array) -> tuple[tuple[int, ...], int, int]:
-    if hasattr(array, "data_ptr"):  # torch
-        return tuple(array.stride()), array.data_ptr(), array.element_size()
-    return tuple(s // array.itemsize for s in array.strides), numpy_address(array), array.itemsize
-
-
-def vector_width(access: GroupAccess, outputs, shape: tuple[int, ...], arrays: dict, output_layout: dict) -> int:
+def group_vector_width(access: GroupAccess, outputs, shape: tuple[int, ...], arrays: dict, output_layout: dict) -> int:
     """Elements per 16-byte access for a pointwise group, or 1. Needs: loads of the innermost dim
-    only (access.vector_values), an innermost extent divisible by the width, and every such input
-    dense in that dim with rows starting on a 16-byte boundary. Buffers fuser allocates (outputs,
-    intermediates) are aligned; an output laid out with another dim innermost is not vectorised."""
+    only (access.vector_values), and what lowering/schedulers/vectorize.py requires of every
+    array and output. Groups with long cones stay scalar (MAX_VECTOR_CONE_OPS)."""
     if access.vector_values is None or not shape or access.cone_ops > MAX_VECTOR_CONE_OPS:
         return 1
-    itemsize = max(numpy_dtype(v.type.dtype).itemsize for v in (*access.vector_values, *outputs))
-    vec = VECTOR_BYTES // itemsize
-    if vec < 2 or shape[-1] % vec:
-        return 1
-    for out in outputs:
-        order = output_layout.get(out)
-        if order is not None and order[-1] != 0:
-            return 1
-    for v in access.vector_values:
-        array = arrays.get(v)
-        if array is None:
-            continue
-        strides, address, size = _element_strides_and_address(array)
-        if strides[-1] != 1 or address % (vec * size):
-            return 1
-        if any(s % vec for s, e in zip(strides[:-1], array.shape[:-1]) if e > 1):
-            return 1
-    return vec
+    return vector_width(access.vector_values, outputs, shape[-1], arrays, output_layout,
+                        alignment=access.vector_alignment)
 
 
 class PointwiseScheduler(SchedulerUnit):
@@ -107,28 +95,55 @@ class PointwiseScheduler(SchedulerUnit):
         return Verdict(True, scheduler=self.name)
 
     def choose(self, plan: KernelPlan, shapes: Sequence[tuple[int, ...]], arrays: dict | None,
-               output_layout: dict) -> PointwiseSchedule:
+               output_layout: dict, device: DeviceSpec = DEFAULT) -> PointwiseSchedule:
         accesses = plan.analysis.groups
         dynamic = [[e == DYNAMIC for e in v.type.shape] for v in plan.domain_values()]
         outer = tuple(_outer_dims(s, a.invariant_prefix, d) for s, a, d in zip(shapes, accesses, dynamic))
         if arrays is None:  # no arrays to check alignment on (printing a kernel): scalar accesses
             return PointwiseSchedule(BLOCK, outer)
-        vec = tuple(vector_width(a, g, s, arrays, output_layout) for a, g, s in zip(accesses, plan.groups, shapes))
-        return PointwiseSchedule(BLOCK, outer, vec if any(v > 1 for v in vec) else ())
+        vec = tuple(group_vector_width(a, g, s, arrays, output_layout) for a, g, s in zip(accesses, plan.groups, shapes))
+        schedule = PointwiseSchedule(BLOCK, outer, vec if any(v > 1 for v in vec) else ())
+        per_iteration = min(_in_flight(plan, schedule))
+        unroll = max(1, min(MAX_UNROLL, TARGET_IN_FLIGHT_PER_THREAD // max(per_iteration, 1)))
+        return dataclasses.replace(schedule, unroll=unroll) if unroll > 1 else schedule
 
-    def grid(self, plan: KernelPlan, schedule: PointwiseSchedule, extents) -> tuple[int, int, int] | None:
+    def grid(self, plan: KernelPlan, schedule: PointwiseSchedule, extents, device: DeviceSpec = DEFAULT
+             ) -> tuple[int, int, int] | None:
         """(blocks over the inner elements, blocks splitting the outer loop, groups): the
         largest need over the groups (each group's loops stride by the whole grid)."""
         shapes = [extents.shape(v) for v in plan.domain_values()]
         if not any(math.prod(s) for s in shapes):
             return None
         gx = gy = 1
+        u = schedule.unroll  # iterations of the outer loop a step, or of the inner one without
         for shape, k, vec in zip(shapes, schedule.outer_dims, schedule.vec or (1,) * len(shapes)):
             inner, outer = math.prod(shape[k:]) // vec, math.prod(shape[:k])
-            x = max(1, min(math.ceil(inner / schedule.block), MAX_GRID))
+            x = max(1, min(math.ceil(inner / (schedule.block * (1 if k else u))), MAX_GRID))
             gx = max(gx, x)
-            gy = max(gy, min(outer, MAX_GRID, math.ceil(TARGET_BLOCKS / x)))
+            target = math.ceil(TARGET_THREADS_PER_SM // schedule.block * device.sms / x)
+            gy = max(gy, min(math.ceil(outer / u), MAX_GRID, target))
         return gx, gy, len(shapes)
+
+    def traffic(self, plan: KernelPlan, schedule: PointwiseSchedule, extents, device: DeviceSpec,
+                ctas_per_sm: int) -> Traffic:
+        """Each input and output once (loads hoisted out of the outer loop, or re-read by other
+        blocks, are L2 hits); in flight: what a thread loads per element (a vector per load
+        when vectorised), the loads hoisted out of the outer loop left out when there is one."""
+        values = [*plan.inputs, *plan.outputs]
+        moved = sum(math.prod(extents.shape(v)) * numpy_dtype(v.type.dtype).itemsize for v in values)
+        vecs = schedule.vec or (1,) * len(plan.groups)
+        widest = max([4, *(numpy_dtype(v.type.dtype).itemsize * vec  # type: ignore[union-attr]
+                           for access, vec in zip(plan.analysis.groups, vecs) for v in (access.vector_values or ()))])
+        in_flight = max(_in_flight(plan, schedule)) * schedule.unroll
+        # Dependent waits: one per step of a thread's loop (its unrolled iterations overlap).
+        grid = self.grid(plan, schedule, extents, device) or (1, 1, 1)
+        steps = 1
+        for shape, k, vec in zip([extents.shape(v) for v in plan.domain_values()], schedule.outer_dims,
+                                 schedule.vec or (1,) * len(plan.groups)):
+            inner, outer = math.prod(shape[k:]) // vec, math.prod(shape[:k])
+            per_thread = math.ceil(inner / (grid[0] * schedule.block)) * math.ceil(outer / grid[1])
+            steps = max(steps, math.ceil(per_thread / schedule.unroll))
+        return Traffic(moved, max(in_flight, 4), widest, moved, steps)
 
     def emit(self, plan: KernelPlan, schedule: PointwiseSchedule) -> KernelBody:
         em = KernelEmitter(plan, schedule)
@@ -137,19 +152,57 @@ class PointwiseScheduler(SchedulerUnit):
         for g, (outputs, k, vec) in enumerate(zip(groups, schedule.outer_dims, vecs)):
             if len(groups) > 1:
                 em.open(f"if (blockIdx.z == {g})")
-            _emit_group(em, outputs, k, vec)
+            _emit_group(em, outputs, k, vec, schedule.unroll)
             if len(groups) > 1:
                 em.close()
         return KernelBody(em.text(), [], tuple(em.params.values()), em.needs_sync)
 
 
-def _emit_group(em: KernelEmitter, outputs, k: int, vec: int) -> None:
+def _in_flight(plan: KernelPlan, schedule: PointwiseSchedule) -> list[int]:
+    """Per group: the bytes a thread loads per iteration of its loop (a vector per load when
+    vectorised; loads hoisted out of the outer loop left out when there is one)."""
+    vecs = schedule.vec or (1,) * len(plan.groups)
+    sizes = []
+    for access, outputs, outer, vec in zip(plan.analysis.groups, plan.groups, schedule.outer_dims, vecs):
+        rank = outputs[0].type.rank  # type: ignore[union-attr]
+        loads = global_loads(plan.analysis.produced, [(out, [loop_var(d) for d in range(rank)]) for out in outputs])
+        total = 0
+        for load in loads:
+            used = frozenset().union(*(ix.dims for ix in load.idx))
+            if outer and not any(d < outer for d in used):
+                continue  # hoisted: loaded once per thread, before the outer loop
+            lanes = vec if load.value in (access.vector_values or ()) else 1
+            total += numpy_dtype(load.value.type.dtype).itemsize * lanes  # type: ignore[union-attr]
+        sizes.append(total)
+    return sizes
+
+
+def _open_unrolled(em: KernelEmitter, var: str, start: str, end: str, stride: str, unroll: int) -> None:
+    """`for (var = start; var < end; var += stride)`, `unroll` iterations a step: the step's
+    iterations are independent, so their loads are all issued before the first is used."""
+    if unroll == 1:
+        em.open(f"for (long long {var} = {start}; {var} < {end}; {var} += {stride})")
+        return
+    em.open(f"for (long long {var}_step = {start}; {var}_step < {end}; {var}_step += {unroll}LL * {stride})")
+    em.line("#pragma unroll")
+    em.open(f"for (int {var}_u = 0; {var}_u < {unroll}; ++{var}_u)")
+    em.line(f"const long long {var} = {var}_step + {var}_u * {stride};")
+    em.open(f"if ({var} < {end})")
+
+
+def _close_unrolled(em: KernelEmitter, unroll: int) -> None:
+    for _ in range(1 if unroll == 1 else 3):
+        em.close()
+
+
+def _emit_group(em: KernelEmitter, outputs, k: int, vec: int, unroll: int = 1) -> None:
     dom = outputs[0]
     rank = dom.type.rank
     em.open("")  # a C scope per group: each declares its own `inner`, `outer` and index variables
     em.line(f"const long long inner = {em.numel(dom, range(k, rank))}" + (f" / {vec};" if vec > 1 else ";"))
-    em.open("for (long long lin = (long long)blockIdx.x * blockDim.x + threadIdx.x; lin < inner; "
-            "lin += (long long)gridDim.x * blockDim.x)")
+    # The loop a thread spends its time in (the outer one when there is one) is unrolled.
+    _open_unrolled(em, "lin", "(long long)blockIdx.x * blockDim.x + threadIdx.x", "inner",
+                   "(long long)gridDim.x * blockDim.x", 1 if k else unroll)
     if vec > 1:
         # The innermost dim is walked VEC elements at a time: iv0 .. iv<VEC-1> are consecutive.
         row = f"{em.extent(dom, rank - 1)} / {vec}"
@@ -164,12 +217,11 @@ def _emit_group(em: KernelEmitter, outputs, k: int, vec: int) -> None:
     if k:
         em.line(f"const long long outer = {em.numel(dom, range(k))};")
         em.hoist_here(allowed=set(range(k, rank)))
-        em.open("for (long long olin = blockIdx.y; olin < outer; olin += gridDim.y)")
+        _open_unrolled(em, "olin", "blockIdx.y", "outer", "(long long)gridDim.y", unroll)
         idx.update(em.unravel(dom, list(range(k)), "olin", "i"))
     if vec > 1:
         em.vec = vec
-        em.lane0 = lanes[0]
-        em.vector_loads = {}
+        em.lanes = lanes
         staged = {out: em.stage(out, vec) for out in outputs}
         for j, lane in enumerate(lanes):
             for out in outputs:
@@ -177,14 +229,15 @@ def _emit_group(em: KernelEmitter, outputs, k: int, vec: int) -> None:
         for out in outputs:
             em.store_vector(out, staged[out], [idx[d] for d in range(rank)], vec)
         em.vec = 1
+        em.lanes = []
     else:
         for out in outputs:
             em.store(out, [idx[d] for d in range(rank)])
     if k:
-        em.close()
+        _close_unrolled(em, unroll)
     em.hoist = None
-    em.close()
+    _close_unrolled(em, 1 if k else unroll)
     em.close()
 
 
-__all__ = ["PointwiseScheduler", "PointwiseSchedule", "vector_width"]
+__all__ = ["PointwiseScheduler", "PointwiseSchedule", "group_vector_width"]

@@ -1,6 +1,6 @@
 """The reduction scheduler: row kernels whose reduction results are only written out or
 combined with other row values (sums, means, a cross-entropy's per-row loss) — no result
-flows back onto the full rows. Schedule, grid and emission: lowering/schedulers/rows.py."""
+flows back onto the full rows. Schedule, grid and emission: lowering/schedulers/rows/."""
 
 from __future__ import annotations
 

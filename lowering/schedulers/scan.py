@@ -42,6 +42,7 @@ from fuser.lowering.codegen import cuda_exprs as X
 from fuser.lowering.codegen.emit_cuda import KernelEmitter
 from fuser.lowering.codegen.index import Ix, loop_var
 from fuser.lowering.codegen.kernel import KernelPlan
+from fuser.lowering.device import DEFAULT, DeviceSpec
 from fuser.lowering.schedulers.base import MAX_GRID, Candidate, KernelBody, SchedulerUnit, Verdict
 from fuser.lowering.schedulers.grid import Accumulator
 
@@ -152,14 +153,15 @@ class ScanScheduler(SchedulerUnit):
         return scan_verdict(candidate)
 
     def choose(self, plan: KernelPlan, shapes: Sequence[tuple[int, ...]], arrays: dict | None,
-               output_layout: dict) -> ScanSchedule:
+               output_layout: dict, device: DeviceSpec = DEFAULT) -> ScanSchedule:
         shape, axis = shapes[0], _scan_dim(plan)
         innermost = math.prod(shape[axis + 1:]) == 1
         if not innermost or shape[axis] <= SHORT_LINE:
             return ScanSchedule(BLOCK, block_per_line=False)
         return ScanSchedule(LONG_BLOCK if shape[axis] > LONG_LINE else BLOCK, block_per_line=True)
 
-    def grid(self, plan: KernelPlan, schedule: ScanSchedule, extents) -> tuple[int, int, int] | None:
+    def grid(self, plan: KernelPlan, schedule: ScanSchedule, extents, device: DeviceSpec = DEFAULT
+             ) -> tuple[int, int, int] | None:
         assert plan.domain is not None
         shape, axis = extents.shape(plan.domain), _scan_dim(plan)
         lines = math.prod(e for d, e in enumerate(shape) if d != axis)
@@ -231,7 +233,7 @@ class _ScanKernel:
         o = em.unravel(self.domain, self.others, "line", "o")
         for acc in self.carries:
             em.line(f"{acc.ctype} {acc.name} = {acc.identity};")
-        em.hoist_here(allowed=set(self.others), warp_broadcast=em.schedule.block_per_line)
+        em.hoist_here(allowed=set(self.others), group=32 if em.schedule.block_per_line else 0)
         return self.index(o)
 
     def store_scanned(self, values: list[str], idx: list[Ix]) -> None:

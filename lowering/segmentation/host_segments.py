@@ -137,7 +137,7 @@ class HostUnit:
 
     name = HOST
 
-    def choose(self, plan: HostPlan, shapes, arrays: dict | None, output_layout: dict) -> HostSchedule:
+    def choose(self, plan: HostPlan, shapes, arrays: dict | None, output_layout: dict, device=None) -> HostSchedule:
         torch_inputs = arrays is not None and any(is_torch(a) for a in arrays.values())
         return HostSchedule("torch" if torch_inputs else "numpy")
 

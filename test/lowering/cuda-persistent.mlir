@@ -1,14 +1,18 @@
-// `-t cuda` on inner persistent kernels (normalizations). Blocks loop over rows; each thread
-// keeps its `iters` elements of the row in a register array (`buf0[k]`, filled by the first
-// phase, read by the later ones), so x is read once; a value computed in one phase that a later
-// phase reads (exp(x - max) in softmax) is kept the same way instead of being recomputed; loads that do not depend on the row
-// (weights, biases) are kept across rows (`inv0[k]`, filled on the block's first row only).
-// The block size follows the nominal row length (option `extent`, default 1024): 1/8 of the
-// row rounded up to a warp, at most 1024 threads; beyond 32 elements a thread, no registers.
-// RUN: fuser-opt %s --split-input-file -t cuda | filecheck %s
-// RUN: fuser-opt %s --split-input-file -t 'cuda{extent=4096}' | filecheck %s --check-prefix=C4K
-// RUN: fuser-opt %s --split-input-file -t 'cuda{extent=32768}' | filecheck %s --check-prefix=C32K
-// RUN: fuser-opt %s --split-input-file -t 'cuda{extent=65536}' | filecheck %s --check-prefix=ONLINE
+// `-t cuda` on inner persistent kernels (normalizations), for dense 16-byte aligned inputs on an
+// H100 (lowering/schedulers/rows/: the heuristic scores schedules with the performance model).
+// A row is walked by `lanes` threads, 4 floats (16 bytes) per access. Rows whose phases would
+// read them again are kept on chip: each thread's share in a register array (`buf0[k * 4 + j]`,
+// filled by the first phase, read by the later ones), or in dynamic shared memory when too long
+// for registers; a value computed in one phase that a later phase reads (exp(x - max) in
+// softmax) is kept the same way instead of being recomputed. Rows too long for either stream:
+// max and sum of exp in one online pass, then the store pass re-reads the row (L2 hits).
+// Weights are read with the row every time (L2 serves them; nothing is kept across rows).
+// RUN: fuser-opt %s --split-input-file -t 'cuda{prelude=false}' | filecheck %s
+// RUN: fuser-opt %s --split-input-file -t 'cuda{prelude=false extent=32768}' | filecheck %s --check-prefix=C32K
+// RUN: fuser-opt %s --split-input-file -t 'cuda{prelude=false extent=65536}' | filecheck %s --check-prefix=ONLINE
+// A dynamic row length is planned for as its power-of-two bucket (at least 1024): 96 as 1024.
+// RUN: fuser-opt %s --split-input-file -t 'cuda{prelude=false extent=96}' | filecheck %s --check-prefix=BUCKET
+// RUN: fuser-opt %s --split-input-file -t 'cuda{prelude=false aligned=false}' | filecheck %s --check-prefix=SCALAR
 
 func.func @softmax(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<?x?xf32> {
   %m = fuser.reduction max %x dims [1] keepdim : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xbxf32>
@@ -19,65 +23,79 @@ func.func @softmax(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<?x?xf32> {
   func.return %y : !fuser.tensor<?x?xf32>
 }
 // CHECK-LABEL: // kernel 0 of @softmax: inner_persistent
-// CHECK-NEXT:  // scheduler: inner_persistent, block per row, block: 128, iters: 8
-// CHECK-NEXT:  extern "C" __global__ void __launch_bounds__(128) fuser_kernel_0_inner_persistent(
-// CHECK:         __shared__ float fuser_smem_f[{{[0-9]+}}];
-// CHECK:         for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+// CHECK-NEXT:  // scheduler: inner_persistent, 4 rows of 32 lanes, block: 128, vec: 4, iters: 8, keeps loads, min blocks/SM: {{[0-9]+}}
+// CHECK-NEXT:  extern "C" __global__ void __launch_bounds__(128, {{[0-9]+}}) fuser_kernel_0_inner_persistent(
+// CHECK-NOT:     __shared__
+// CHECK:         const int fuser_lane = threadIdx.x % 32;
+// CHECK-NEXT:    for (long long row0 = (long long)blockIdx.x * 4; row0 < rows; row0 += (long long)gridDim.x * 4) {
+// CHECK-NEXT:      const long long row = row0 + threadIdx.x / 32;
+// CHECK-NEXT:      const bool fuser_row_ok = row < rows;
 // CHECK-NEXT:      const long long o0 = row;
-// CHECK-NEXT:      float buf0[8];
-// CHECK-NEXT:      float buf1[8];
-// Phase 0 (max) loads x into the register buffer...
+// CHECK-NEXT:      float buf0[32];
+// Phase 0 (max) loads x 16 bytes at a time into the register buffer...
 // CHECK-NEXT:      float acc0 = (float)-INFINITY;
 // CHECK-NEXT:      #pragma unroll
 // CHECK-NEXT:      for (int k = 0; k < 8; ++k) {
-// CHECK-NEXT:        const long long rl = threadIdx.x + (long long)k * blockDim.x;
-// CHECK-NEXT:        if (rl < rlen) {
+// CHECK-NEXT:        const long long rl = ((long long)k * 32 + fuser_lane) * 4;
+// CHECK-NEXT:        if (fuser_row_ok && rl < rlen) {
 // CHECK-NEXT:          const long long r1 = rl;
-// CHECK-NEXT:          buf0[k] = fuser_ld(in{{[0-9]+}}, (o0) * st{{[0-9]+}} + (r1) * st{{[0-9]+}});
-// CHECK-NEXT:          const float [[V:v[0-9]+]] = buf0[k];
-// CHECK-NEXT:          acc0 = fuser_max(acc0, (float)[[V]]);
-// CHECK:           acc0 = fuser_block_reduce(acc0, FuserMaxOp(), (float)-INFINITY, fuser_smem_f);
-// ...phase 1 (sum of exp) reads it back and keeps exp(x - max) in buf1, which the store loop
-// reads instead of computing exp again; no other global load.
+// CHECK-NEXT:          float [[VL:vl[0-9]+]][4];
+// CHECK-NEXT:          fuser_ld_vec<4>(in{{[0-9]+}}, (o0) * st{{[0-9]+}} + (r1) * st{{[0-9]+}}, [[VL]]);
+// CHECK-NEXT:          buf0[k * 4 + 0] = [[VL]][0];
+// CHECK-NEXT:          const float [[V:v[0-9]+]] = buf0[k * 4 + 0];
+// CHECK-NEXT:          buf0[k * 4 + 1] = [[VL]][1];
+// CHECK:               acc0 = fuser_max(acc0, (float)[[V]]);
+// ...the row's 32 lanes (one warp) combine by shuffles; phase 1 (sum of exp) and the store
+// loop read x back from the buffer (only the loads are kept: 32 floats a thread already; exp
+// is recomputed), and no other global load happens.
+// CHECK:           acc0 = fuser_group_reduce<32>(acc0, FuserMaxOp());
 // CHECK-NOT:       fuser_ld
-// CHECK:           buf1[k] = [[E:t[0-9]+]];
-// CHECK-NEXT:      acc1 = fuser_sum(acc1, (float)[[E]]);
+// CHECK:           const float {{v[0-9]+}} = buf0[k * 4 + 0];
 // CHECK-NOT:       fuser_ld
-// CHECK:           acc1 = fuser_block_reduce(acc1, FuserSumOp(), (float)0, fuser_smem_f);
+// CHECK:           acc1 = fuser_group_reduce<32>(acc1, FuserSumOp());
 // CHECK-NOT:       fuser_ld
-// CHECK-NOT:       expf
-// CHECK:           const float [[W:v[0-9]+]] = buf1[k];
+// CHECK:           float [[SO:so[0-9]+]][4];
+// CHECK-NEXT:      const float {{v[0-9]+}} = buf0[k * 4 + 0];
 // CHECK-NOT:       fuser_ld
-// CHECK:           fuser_st(out{{[0-9]+}}, (o0) * st{{[0-9]+}} + (r1) * st{{[0-9]+}}, t{{[0-9]+}});
+// CHECK:           fuser_st_vec<4>(out{{[0-9]+}}, (o0) * st{{[0-9]+}} + (r1) * st{{[0-9]+}}, [[SO]]);
 // CHECK:       FUSER_HOST_LAUNCHER(fuser_kernel_0_inner_persistent)
-//
-// C4K:         // scheduler: inner_persistent, block per row, block: 512, iters: 8
-// C4K-NEXT:    extern "C" __global__ void __launch_bounds__(512) fuser_kernel_0_inner_persistent(
-// C4K:           float buf0[8];
-// Beyond 8 elements a thread the kept row lives in dynamic shared memory (registers would
-// spill): element k of thread t at k * block + t; two slots (x, exp) would not fit 200 KB at
-// 32768 floats, so only the loads are kept and exp is recomputed from them.
-// C32K:        // scheduler: inner_persistent, block per row, block: 1024, iters: 32, row in shared memory (keeps loads)
+// Beyond registers, the kept row lives in dynamic shared memory: element e of thread t at
+// e * block + t; two slots (x, exp) would not fit at 32768 floats, so only the loads are kept
+// and exp is recomputed from them. One block of 1024 threads an SM, 64 KiB of loads in flight.
+// C32K:        // scheduler: inner_persistent, block per row, block: 1024, vec: 4, iters: 8, row in shared memory (keeps loads)
 // C32K-NEXT:   extern "C" __global__ void __launch_bounds__(1024) fuser_kernel_0_inner_persistent(
 // C32K:          FUSER_DYNAMIC_SHARED(double, fuser_row_smem);
 // C32K:          const auto buf0 = FUSER_SHARED_VIEW(float, fuser_row_smem, 0);
 // C32K-NOT:      buf1
 // C32K:          #pragma unroll 4
-// C32K-NEXT:     for (int k = 0; k < 32; ++k) {
-// C32K:            buf0[k * 1024 + threadIdx.x] = fuser_ld(
-// Rows too long for registers: max and sum of exp in one online pass, then the store pass.
-// ONLINE:      // scheduler: inner_persistent, block per row, block: 1024, iters: 0
+// C32K-NEXT:     for (int k = 0; k < 8; ++k) {
+// C32K:            fuser_ld_vec<4>(
+// C32K-NEXT:       buf0[(k * 4 + 0) * 1024 + threadIdx.x] = vl{{[0-9]+}}[0];
+// Rows too long for either: max and sum of exp in one online pass (one rescale per vector),
+// then the store pass; steps of 4 vectors a thread keep 64 bytes of loads in flight.
+// ONLINE:      // scheduler: inner_persistent, block per row, block: 1024, vec: 4, streaming, unroll: 4
 // ONLINE-NOT:    buf0
-// ONLINE:        for (long long rl = threadIdx.x; rl < rlen; rl += blockDim.x) {
-// ONLINE:          fuser_online_update(acc0m, acc0s, (float)v{{[0-9]+}});
+// ONLINE:        for (long long rc = 0; rc < rlen; rc += 16384LL) {
+// ONLINE-NEXT:     #pragma unroll
+// ONLINE-NEXT:     for (int k = 0; k < 4; ++k) {
+// ONLINE-NEXT:       const long long rl = rc + ((long long)k * 1024 + fuser_lane) * 4;
+// ONLINE:              fuser_online_update_vec(acc0m, acc0s, fl{{[0-9]+}});
 // ONLINE:        fuser_block_reduce_online(acc0m, acc0s, fuser_smem_f);
-// ONLINE:        for (long long rl = threadIdx.x; rl < rlen; rl += blockDim.x) {
-// ONLINE:          fuser_st(
+// ONLINE:        for (long long rc = 0; rc < rlen; rc += 16384LL) {
+// ONLINE:            fuser_st_vec<4>(
+// BUCKET:      // scheduler: inner_persistent, 4 rows of 32 lanes, block: 128, vec: 4, iters: 8, keeps loads, min blocks/SM: {{[0-9]+}}
+// Inputs of unknown alignment: scalar accesses.
+// SCALAR:      // scheduler: inner_persistent, block per row, block: 64, vec: 1, iters: 16, keeps loads, min blocks/SM: {{[0-9]+}}
+// SCALAR-NOT:    fuser_ld_vec
+// SCALAR:          buf0[k] = fuser_ld(in{{[0-9]+}}, (o0) * st{{[0-9]+}} + (r1) * st{{[0-9]+}});
+// SCALAR-NOT:    fuser_st_vec
+// SCALAR:      FUSER_HOST_LAUNCHER
 
 // -----
 
 // layer-norm with weight and bias: x kept in buf0 across the mean and variance phases, the
-// weight and bias (indexed by the reduced dim only) kept in inv0/inv1 across rows.
+// weight and bias (indexed by the reduced dim only) read with vectors in the store loop, for
+// every row: other rows' reads of them are L2 hits, and registers go to bytes in flight.
 func.func @layer_norm(%x: !fuser.tensor<?x?xf32>, %w: !fuser.tensor<?xf32>, %b: !fuser.tensor<?xf32>) -> !fuser.tensor<?x?xf32> {
   %n = fuser.dim %x, 1 : !fuser.tensor<?x?xf32>
   %s1 = fuser.reduction sum %x dims [1] keepdim : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xbxf32>
@@ -97,40 +115,32 @@ func.func @layer_norm(%x: !fuser.tensor<?x?xf32>, %w: !fuser.tensor<?xf32>, %b: 
   func.return %y : !fuser.tensor<?x?xf32>
 }
 // CHECK-LABEL: // kernel 0 of @layer_norm: inner_persistent
-// CHECK:       __launch_bounds__(128)
-// CHECK:         float inv0[8];
-// CHECK-NEXT:    float inv1[8];
-// CHECK-NEXT:    bool fuser_first_row = true;
-// CHECK-NEXT:    for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
-// CHECK-NEXT:      const long long o0 = row;
-// CHECK-NEXT:      float buf0[8];
-// CHECK:             buf0[k] = fuser_ld(
-// CHECK:           acc0 = fuser_block_reduce(acc0, FuserSumOp(), (float)0, fuser_smem_f);
+// CHECK-NEXT:  // scheduler: inner_persistent, 4 rows of 32 lanes, block: 128, vec: 4, iters: 8, keeps loads, min blocks/SM: {{[0-9]+}}
+// CHECK:           float buf0[32];
+// CHECK:             fuser_ld_vec<4>(in{{[0-9]+}}, (o0) * st{{[0-9]+}} + (r1) * st{{[0-9]+}}, [[X:vl[0-9]+]]);
+// CHECK-NEXT:        buf0[k * 4 + 0] = [[X]][0];
+// CHECK:           acc0 = fuser_group_reduce<32>(acc0, FuserSumOp());
 // CHECK-NOT:       fuser_ld
-// CHECK:           acc1 = fuser_block_reduce(acc1, FuserSumOp(), (float)0, fuser_smem_f);
-// CHECK-NOT:       buf0[k] = fuser_ld
-// CHECK:             if (fuser_first_row) inv0[k] = fuser_ld(in{{[0-9]+}}, (r1) * st{{[0-9]+}});
-// CHECK:             if (fuser_first_row) inv1[k] = fuser_ld(in{{[0-9]+}}, (r1) * st{{[0-9]+}});
-// CHECK:             fuser_st(out{{[0-9]+}}, (o0) * st{{[0-9]+}} + (r1) * st{{[0-9]+}}, t{{[0-9]+}});
-// CHECK:         fuser_first_row = false;
+// CHECK:           acc1 = fuser_group_reduce<32>(acc1, FuserSumOp());
+// CHECK-NOT:       buf0[k * 4 + 0] = vl
+// CHECK:             fuser_ld_vec<4>(in{{[0-9]+}}, (r1) * st{{[0-9]+}}, vl{{[0-9]+}});
+// CHECK:             fuser_ld_vec<4>(in{{[0-9]+}}, (r1) * st{{[0-9]+}}, vl{{[0-9]+}});
+// CHECK:             fuser_st_vec<4>(out{{[0-9]+}}, (o0) * st{{[0-9]+}} + (r1) * st{{[0-9]+}}, so{{[0-9]+}});
+// CHECK-NEXT:      }
 // CHECK-NEXT:    }
 // CHECK-NEXT:  }
+// CHECK-NEXT:  }
 // CHECK-NEXT:  FUSER_HOST_LAUNCHER(fuser_kernel_0_inner_persistent)
-// C4K-LABEL:   // kernel 0 of @layer_norm: inner_persistent
-// C4K-NEXT:    // scheduler: inner_persistent, block per row, block: 512, iters: 8
-// At 32768 floats the row (128 KB) fits shared memory but not with both weights beside it:
-// the weights are read again for every row instead of kept.
 // C32K-LABEL:  // kernel 0 of @layer_norm: inner_persistent
-// C32K-NEXT:   // scheduler: inner_persistent, block per row, block: 1024, iters: 32, row in shared memory (keeps loads, weights re-read)
-// C32K-NOT:      inv0
-// C32K:          const auto buf0 = FUSER_SHARED_VIEW(float, fuser_row_smem, 0);
+// C32K-NEXT:   // scheduler: inner_persistent, block per row, block: 1024, vec: 4, iters: 8, row in shared memory (keeps loads)
 // C32K-NOT:      inv0
 // C32K:        FUSER_HOST_LAUNCHER
 
 // -----
 
-// A per-row input (a scale [rows, 1]) is read once per row, by lane 0 of each warp, and
-// shared with a shuffle: hoisted above the phase loops.
+// A per-row input (a scale [rows, 1]) is read once per row, by lane 0 of each warp (of each
+// row's group of lanes when rows share a warp), and shared with a shuffle: hoisted above the
+// phase loops.
 func.func @row_scale(%x: !fuser.tensor<?x?xf32>, %s: !fuser.tensor<?xbxf32>) -> !fuser.tensor<?x?xf32> {
   %xs = fuser.binary mul %x, %s : (!fuser.tensor<?x?xf32>, !fuser.tensor<?xbxf32>) -> !fuser.tensor<?x?xf32>
   %m = fuser.reduction max %xs dims [1] keepdim : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xbxf32>
@@ -138,9 +148,47 @@ func.func @row_scale(%x: !fuser.tensor<?x?xf32>, %s: !fuser.tensor<?xbxf32>) -> 
   func.return %d : !fuser.tensor<?x?xf32>
 }
 // CHECK-LABEL: // kernel 0 of @row_scale: inner_persistent
-// CHECK:         for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
-// CHECK-NEXT:      const long long o0 = row;
-// CHECK-NEXT:      float buf0[8];
-// CHECK-NEXT:      const float [[S:h[0-9]+]] = fuser_lane0((threadIdx.x & 31) == 0 ? (float)(fuser_ld(in{{[0-9]+}}, (o0) * st{{[0-9]+}})) : (float)0);
+// CHECK:           const long long o0 = row;
+// CHECK-NEXT:      float buf0[32];
+// CHECK-NEXT:      const float [[S:h[0-9]+]] = fuser_lane0<32>(((threadIdx.x & 31) == 0 && fuser_row_ok) ? (float)(fuser_ld(in{{[0-9]+}}, (o0) * st{{[0-9]+}})) : (float)0);
 // CHECK:           for (int k = 0; k < 8; ++k) {
 // CHECK:             (v{{[0-9]+}} * [[S]])
+// SCALAR-LABEL: // kernel 0 of @row_scale: inner_persistent
+// SCALAR:          const float {{h[0-9]+}} = fuser_lane0<32>(((threadIdx.x & 31) == 0) ? (float)(fuser_ld(in{{[0-9]+}}, (o0) * st{{[0-9]+}})) : (float)0);
+
+// -----
+
+// Short static rows (96 floats): 8 rows of 16 lanes a block of 128 threads, 2 vectors a lane;
+// a row's lanes reduce by shuffles within their group, and the lanes of a row past the last
+// one load and store nothing.
+func.func @softmax_96(%x: !fuser.tensor<?x96xf32>) -> !fuser.tensor<?x96xf32> {
+  %m = fuser.reduction max %x dims [1] keepdim : !fuser.tensor<?x96xf32> -> !fuser.tensor<?xbxf32>
+  %d = fuser.binary sub %x, %m : (!fuser.tensor<?x96xf32>, !fuser.tensor<?xbxf32>) -> !fuser.tensor<?x96xf32>
+  %e = fuser.unary exp %d : !fuser.tensor<?x96xf32> -> !fuser.tensor<?x96xf32>
+  %s = fuser.reduction sum %e dims [1] keepdim : !fuser.tensor<?x96xf32> -> !fuser.tensor<?xbxf32>
+  %y = fuser.binary div %e, %s : (!fuser.tensor<?x96xf32>, !fuser.tensor<?xbxf32>) -> !fuser.tensor<?x96xf32>
+  func.return %y : !fuser.tensor<?x96xf32>
+}
+// CHECK-LABEL: // kernel 0 of @softmax_96: inner_persistent
+// CHECK-NEXT:  // scheduler: inner_persistent, 8 rows of 16 lanes, block: 128, vec: 4, iters: 2, keeps loads, min blocks/SM: {{[0-9]+}}
+// CHECK:         const int fuser_lane = threadIdx.x % 16;
+// CHECK-NEXT:    for (long long row0 = (long long)blockIdx.x * 8; row0 < rows; row0 += (long long)gridDim.x * 8) {
+// CHECK-NEXT:      const long long row = row0 + threadIdx.x / 16;
+// CHECK-NEXT:      const bool fuser_row_ok = row < rows;
+// CHECK:             if (fuser_row_ok && rl < rlen) {
+// CHECK:           acc0 = fuser_group_reduce<16>(acc0, FuserMaxOp());
+// CHECK-NOT:       fuser_block_reduce
+// CHECK:       FUSER_HOST_LAUNCHER
+
+// -----
+
+// The per-row load of a row that shares its warp: that row's lane 0 loads, if the row exists.
+func.func @row_scale_96(%x: !fuser.tensor<?x96xf32>, %s: !fuser.tensor<?xbxf32>) -> !fuser.tensor<?x96xf32> {
+  %xs = fuser.binary mul %x, %s : (!fuser.tensor<?x96xf32>, !fuser.tensor<?xbxf32>) -> !fuser.tensor<?x96xf32>
+  %m = fuser.reduction max %xs dims [1] keepdim : !fuser.tensor<?x96xf32> -> !fuser.tensor<?xbxf32>
+  %d = fuser.binary sub %xs, %m : (!fuser.tensor<?x96xf32>, !fuser.tensor<?xbxf32>) -> !fuser.tensor<?x96xf32>
+  func.return %d : !fuser.tensor<?x96xf32>
+}
+// CHECK-LABEL: // kernel 0 of @row_scale_96: inner_persistent
+// CHECK:           const float [[S:h[0-9]+]] = fuser_lane0<16>(((threadIdx.x & 15) == 0 && fuser_row_ok) ? (float)(fuser_ld(in{{[0-9]+}}, (o0) * st{{[0-9]+}})) : (float)0);
+// CHECK:           acc0 = fuser_group_reduce<16>(acc0, FuserMaxOp());

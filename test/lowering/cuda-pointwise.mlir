@@ -1,6 +1,9 @@
 // `-t cuda` on pointwise kernels: one thread per element in a grid-stride loop over the
-// inner dims, 128 threads a block; every global access through fuser_ld / fuser_st.
-// RUN: fuser-opt %s --split-input-file -t cuda | filecheck %s
+// inner dims, 128 threads a block; every global access through fuser_ld / fuser_st. For
+// inputs of unknown alignment (`aligned=false`) every access is scalar; dense aligned inputs
+// (the default) move 16 bytes an access where the innermost extent allows (VEC).
+// RUN: fuser-opt %s --split-input-file -t 'cuda{aligned=false}' | filecheck %s
+// RUN: fuser-opt %s --split-input-file -t cuda | filecheck %s --check-prefix=VEC
 // With the prelude (what NVRTC / g++ compile): the access macros and the 16-bit headers.
 // RUN: fuser-opt %s --split-input-file -t 'cuda{prelude=true}' | filecheck %s --check-prefix=PRELUDE
 
@@ -17,6 +20,11 @@ func.func @chain(%x: !fuser.tensor<?xf32>) -> !fuser.tensor<?xbf16> {
   %c = fuser.cast %n : !fuser.tensor<?xf32> -> !fuser.tensor<?xbf16>
   func.return %c : !fuser.tensor<?xbf16>
 }
+// VEC-LABEL:   // kernel 0 of @chain: pointwise
+// VEC-NEXT:    // scheduler: pointwise, block: 128, outer dims: [0], vector: [4]
+// VEC:           const long long inner = ext{{[0-9]+}} / 4;
+// VEC:             fuser_ld_vec<4>(in{{[0-9]+}}, (iv0) * st{{[0-9]+}}, [[VL:vl[0-9]+]]);
+// VEC:             fuser_st_vec<4>(out{{[0-9]+}}, (iv0) * st{{[0-9]+}}, so{{[0-9]+}});
 // CHECK-LABEL: // kernel 0 of @chain: pointwise
 // CHECK-NEXT:  // scheduler: pointwise, block: 128, outer dims: [0]
 // CHECK-NEXT:  extern "C" __global__ void __launch_bounds__(128) fuser_kernel_0_pointwise(
@@ -48,7 +56,7 @@ func.func @bias(%x: !fuser.tensor<?x?xf32>, %b: !fuser.tensor<bx?xf16>) -> !fuse
 // CHECK-NEXT:    const long long i1 = lin;
 // CHECK-NEXT:    const long long outer = ext{{[0-9]+}};
 // CHECK-NEXT:    const float [[H:h[0-9]+]] = __half2float(fuser_ld(in{{[0-9]+}}, (i1) * st{{[0-9]+}}));
-// CHECK-NEXT:    for (long long olin = blockIdx.y; olin < outer; olin += gridDim.y) {
+// CHECK-NEXT:    for (long long olin = blockIdx.y; olin < outer; olin += (long long)gridDim.y) {
 // CHECK-NEXT:      const long long i0 = olin;
 // CHECK-NEXT:      const float [[X:v[0-9]+]] = fuser_ld(in{{[0-9]+}}, (i0) * st{{[0-9]+}} + (i1) * st{{[0-9]+}});
 // CHECK-NOT:       fuser_ld

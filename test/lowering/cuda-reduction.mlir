@@ -1,47 +1,55 @@
-// `-t cuda` on reduction kernels (the nominal extent of `?` dims is 1024 unless `extent` says).
-// Inner reduction: one block per row (blocks loop over rows), each thread a strided share of the
-// row, fuser_block_reduce (warp shuffles + shared memory), thread 0 stores the row result.
+// `-t cuda` on reduction kernels (the nominal extent of `?` dims is 1024 unless `extent` says;
+// inputs dense and 16-byte aligned unless `aligned=false`).
+// Inner reduction: a row is walked by a group of lanes, 16 bytes an access, steps of `unroll`
+// vectors a thread; the lanes combine (fuser_block_reduce when the row is the block, shuffles
+// within the group when rows share a block) and the row's lane 0 stores the row result.
 // Outer reduction: one thread per kept element walking down the reduced dim, no block reduce.
-// RUN: fuser-opt %s --split-input-file -t cuda | filecheck %s
+// RUN: fuser-opt %s --split-input-file -t 'cuda{prelude=false}' | filecheck %s
 // RUN: fuser-opt %s --split-input-file -t 'cuda{extent=65536 prelude=false}' | filecheck %s --check-prefix=LONG
 
 func.func @row_sum(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<?xf32> {
   %s = fuser.reduction sum %x dims [1] : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xf32>
   func.return %s : !fuser.tensor<?xf32>
 }
-// 1024 elements a row: 128 threads x 8 elements, a compile-time trip count.
+// One pass over the row, nothing kept: 8 rows of 16 lanes a block (rows are many: `?` rows are
+// planned for as any batch), 4 vectors (64 bytes) of loads in flight a thread.
 // CHECK-LABEL: // kernel 0 of @row_sum: reduction
-// CHECK-NEXT:  // scheduler: reduction, block per row, block: 128, iters: 8
-// CHECK-NEXT:  extern "C" __global__ void __launch_bounds__(128) fuser_kernel_0_reduction(
-// CHECK:         __shared__ float fuser_smem_f[{{[0-9]+}}];
-// CHECK:         for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+// CHECK-NEXT:  // scheduler: reduction, 8 rows of 16 lanes, block: 128, vec: 4, streaming, unroll: 4, min blocks/SM: {{[0-9]+}}
+// CHECK-NEXT:  extern "C" __global__ void __launch_bounds__(128, {{[0-9]+}}) fuser_kernel_0_reduction(
+// CHECK:         const int fuser_lane = threadIdx.x % 16;
+// CHECK-NEXT:    for (long long row0 = (long long)blockIdx.x * 8; row0 < rows; row0 += (long long)gridDim.x * 8) {
 // CHECK:           float acc0 = (float)0;
-// CHECK-NEXT:      #pragma unroll
-// CHECK-NEXT:      for (int k = 0; k < 8; ++k) {
-// CHECK-NEXT:        const long long rl = threadIdx.x + (long long)k * blockDim.x;
-// CHECK-NEXT:        if (rl < rlen) {
-// CHECK:               acc0 = fuser_sum(acc0, (float)v{{[0-9]+}});
-// CHECK:           acc0 = fuser_block_reduce(acc0, FuserSumOp(), (float)0, fuser_smem_f);
-// CHECK:           if (threadIdx.x == 0) {
+// CHECK-NEXT:      for (long long rc = 0; rc < rlen; rc += 256LL) {
+// CHECK-NEXT:        #pragma unroll
+// CHECK-NEXT:        for (int k = 0; k < 4; ++k) {
+// CHECK-NEXT:          const long long rl = rc + ((long long)k * 16 + fuser_lane) * 4;
+// CHECK-NEXT:          if (fuser_row_ok && rl < rlen) {
+// CHECK:                 fuser_ld_vec<4>(in{{[0-9]+}}, (o0) * st{{[0-9]+}} + (r1) * st{{[0-9]+}}, [[VL:vl[0-9]+]]);
+// CHECK-NEXT:            const float [[V:v[0-9]+]] = [[VL]][0];
+// CHECK:                 acc0 = fuser_sum(acc0, (float)[[V]]);
+// CHECK:           acc0 = fuser_group_reduce<16>(acc0, FuserSumOp());
+// CHECK-NOT:       fuser_block_reduce
+// CHECK:           if (fuser_row_ok && fuser_lane == 0) {
 // CHECK-NEXT:        fuser_st(out{{[0-9]+}}, (o0) * st{{[0-9]+}}, red{{[0-9]+}});
-// Rows beyond 32 elements a thread: a dynamic strided loop, the whole block of 1024 threads.
+// Rows of 65536 (a bucket of its own): the same shape, a 64 KiB-deep streamed row a group.
 // LONG-LABEL:  // kernel 0 of @row_sum: reduction
-// LONG-NEXT:   // scheduler: reduction, block per row, block: 1024, iters: 0
-// LONG-NEXT:   extern "C" __global__ void __launch_bounds__(1024) fuser_kernel_0_reduction(
-// LONG:          for (long long rl = threadIdx.x; rl < rlen; rl += blockDim.x) {
-// LONG:          acc0 = fuser_block_reduce(acc0, FuserSumOp(), (float)0, fuser_smem_f);
+// LONG-NEXT:   // scheduler: reduction, 8 rows of 16 lanes, block: 128, vec: 4, streaming, unroll: 4, min blocks/SM: {{[0-9]+}}
+// LONG:          acc0 = fuser_group_reduce<16>(acc0, FuserSumOp());
+// LONG-NOT:      fuser_block_reduce
+// LONG:          if (fuser_row_ok && fuser_lane == 0) {
 
 // -----
 
 // max / min identities and NaN-propagating combines; i32 accumulates in long long. Static
-// extents (one domain for both reductions) are literals, not parameters.
+// extents (one domain for both reductions) are literals, not parameters. 16 rows: a row is a
+// block of 256 threads, so that the few rows still spread over 16 SMs.
 func.func @max_min(%x: !fuser.tensor<16x1000xf16>, %i: !fuser.tensor<16x1000xi32>) -> (!fuser.tensor<16xbxf16>, !fuser.tensor<16xi32>) {
   %m = fuser.reduction max %x dims [1] keepdim : !fuser.tensor<16x1000xf16> -> !fuser.tensor<16xbxf16>
   %n = fuser.reduction min %i dims [1] : !fuser.tensor<16x1000xi32> -> !fuser.tensor<16xi32>
   func.return %m, %n : !fuser.tensor<16xbxf16>, !fuser.tensor<16xi32>
 }
 // CHECK-LABEL: // kernel 0 of @max_min: reduction
-// CHECK-NEXT:  // scheduler: reduction, block per row, block: 128, iters: 8
+// CHECK-NEXT:  // scheduler: reduction, block per row, block: 256, vec: 4, streaming, unroll: 1, min blocks/SM: 4
 // CHECK:       __shared__ float fuser_smem_f[{{[0-9]+}}];
 // CHECK-NEXT:  __shared__ long long fuser_smem_ll[{{[0-9]+}}];
 // CHECK-NEXT:  const long long rows = 16LL;
@@ -52,7 +60,7 @@ func.func @max_min(%x: !fuser.tensor<16x1000xf16>, %i: !fuser.tensor<16x1000xi32
 // CHECK:       long long acc1 = (long long)9223372036854775807LL;
 // CHECK:         acc1 = fuser_min(acc1, (long long)v{{[0-9]+}});
 // CHECK:       acc1 = fuser_block_reduce(acc1, FuserMinOp(), (long long)9223372036854775807LL, fuser_smem_ll);
-// CHECK:       if (threadIdx.x == 0) {
+// CHECK:       if (fuser_lane == 0) {
 // CHECK-NEXT:    fuser_st(out{{[0-9]+}}, (o0) * st{{[0-9]+}}, __float2half(red{{[0-9]+}}));
 // CHECK-NEXT:    fuser_st(out{{[0-9]+}}, (o0) * st{{[0-9]+}}, red{{[0-9]+}});
 
@@ -63,7 +71,7 @@ func.func @outer_sum(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<bx?xf32> {
   func.return %s : !fuser.tensor<bx?xf32>
 }
 // CHECK-LABEL: // kernel 0 of @outer_sum: reduction
-// CHECK-NEXT:  // scheduler: reduction, thread per row, block: 128, iters: 0
+// CHECK-NEXT:  // scheduler: reduction, thread per row, block: 128
 // CHECK-NEXT:  extern "C" __global__ void __launch_bounds__(128) fuser_kernel_0_reduction(
 // CHECK-NOT:   __shared__
 // CHECK:       for (long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x; row < rows; row += (long long)gridDim.x * blockDim.x) {
@@ -80,11 +88,11 @@ func.func @outer_sum(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<bx?xf32> {
 
 // -----
 
-// A variance: sum(x), then sum((x - mean)^2) with mean = sum / n. Rows kept on chip (1024): two
-// phases over the kept row. Longer rows (65536) are one Welford pass (count, mean, M2 of each
-// thread's elements shifted by its first one, re-expressed against thread 0's shift, then Chan's
-// merge across the block), so x is read once; the second sum is M2 + n * (mean - c)^2 for the
-// IR's own center c.
+// A variance: sum(x), then sum((x - mean)^2) with mean = sum / n, in one Welford pass over the
+// streamed row: (count, mean, M2) of each vector folded into the thread's (shifted by its first
+// element), re-expressed against the row's lane 0's shift, then Chan's merge across the row's
+// lanes (the block's, or the group's when rows share a block), so x is read once; the second
+// sum is M2 + n * (mean - c)^2 for the IR's own center c.
 func.func @variance(%x: !fuser.tensor<?x?xf32>) -> (!fuser.tensor<?xbxf32>, !fuser.tensor<?xf32>) {
   %s = fuser.reduction sum %x dims [1] keepdim : !fuser.tensor<?x?xf32> -> !fuser.tensor<?xbxf32>
   %n = fuser.dim %x, 1 : !fuser.tensor<?x?xf32>
@@ -95,16 +103,15 @@ func.func @variance(%x: !fuser.tensor<?x?xf32>) -> (!fuser.tensor<?xbxf32>, !fus
   func.return %m, %v : !fuser.tensor<?xbxf32>, !fuser.tensor<?xf32>
 }
 // CHECK-LABEL: // kernel 0 of @variance: inner_persistent
-// CHECK-NOT:   fuser_welford
-// CHECK:       fuser_block_reduce(acc0, FuserSumOp(), (float)0, fuser_smem_f);
-// CHECK:       fuser_block_reduce(acc1, FuserSumOp(), (float)0, fuser_smem_f);
+// CHECK:           fuser_welford_update_vec(acc0n, acc0a, acc0q, acc0k, fl{{[0-9]+}});
+// CHECK:         fuser_group_common_shift<16>(acc0n, acc0a, acc0k);
+// CHECK-NEXT:    fuser_group_reduce_welford<16>(acc0n, acc0a, acc0q);
+// CHECK-NOT:     fuser_block_reduce(
 // LONG-LABEL:  // kernel 0 of @variance: inner_persistent
-// LONG:          __shared__ float fuser_smem_f[96];
-// LONG:          for (long long rl = threadIdx.x; rl < rlen; rl += blockDim.x) {
-// LONG:            fuser_welford_update(acc0n, acc0a, acc0q, acc0k, (float)v{{[0-9]+}});
-// LONG-NEXT:     }
-// LONG-NEXT:     fuser_welford_common_shift(acc0n, acc0a, acc0k, fuser_smem_f);
-// LONG-NEXT:     fuser_block_reduce_welford(acc0n, acc0a, acc0q, fuser_smem_f);
+// LONG:            const float [[L:fl[0-9]+]][4] = {(float)v{{[0-9]+}}, (float)v{{[0-9]+}}, (float)v{{[0-9]+}}, (float)v{{[0-9]+}}};
+// LONG-NEXT:       fuser_welford_update_vec(acc0n, acc0a, acc0q, acc0k, [[L]]);
+// LONG:          fuser_group_common_shift<16>(acc0n, acc0a, acc0k);
+// LONG-NEXT:     fuser_group_reduce_welford<16>(acc0n, acc0a, acc0q);
 // LONG-NEXT:     acc0a += acc0k;
 // LONG-NEXT:     const float [[SUM:red[0-9]+]] = (float)(acc0a * acc0n);
 // LONG:          const float [[DEV:dev[0-9]+]] = (acc0a - (float){{t[0-9]+}});

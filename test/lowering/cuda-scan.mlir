@@ -4,8 +4,8 @@
 // __shfl_up_sync, the warps' totals through shared memory, a carry between chunks. Otherwise a
 // thread owns a line and walks it serially. The scan input's producers are computed in the kernel.
 // RUN: fuser-opt %s --split-input-file -p segment | filecheck %s --check-prefix=SEG
-// RUN: fuser-opt %s --split-input-file -t cuda | filecheck %s
-// RUN: fuser-opt %s --split-input-file -t 'cuda{extent=8192}' | filecheck %s --check-prefix=LONG
+// RUN: fuser-opt %s --split-input-file -t 'cuda{aligned=false}' | filecheck %s
+// RUN: fuser-opt %s --split-input-file -t 'cuda{extent=8192 aligned=false}' | filecheck %s --check-prefix=LONG
 
 // cumsum(exp(x) * 2) along the innermost dim: one kernel reading x once.
 func.func @fused_producer(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<?x?xf32> {

@@ -137,12 +137,15 @@ def test_schedules_come_from_the_units():
     plan = _single_plan(fd)
     unit = plan.unit
     assert unit is scheduler_named("inner_persistent")
-    schedule = unit.choose(plan, [(64, 4096)], None, {})
-    assert schedule == RowSchedule(512, True, 8)
-    assert unit.grid(plan, schedule, _Extents({plan.domain: (64, 4096)})) == (64, 1, 1)
+    # {}: no array to check, every input dense and aligned; None: alignment unknown.
+    schedule = unit.choose(plan, [(64, 4096)], {}, {})
+    assert schedule.persistent and not schedule.shared and schedule.vec == 4, schedule.describe()
+    assert unit.choose(plan, [(64, 4096)], None, {}).vec == 1
+    rows = -(-64 // schedule.rows_per_block)
+    assert unit.grid(plan, schedule, _Extents({plan.domain: (64, 4096)})) == (rows, 1, 1)
     assert unit.grid(plan, schedule, _Extents({plan.domain: (0, 4096)})) is None  # never an empty launch
-    long_rows = unit.choose(plan, [(4, 1 << 20)], None, {})
-    assert long_rows.iters == 0  # beyond registers: the online pass
+    long_rows = unit.choose(plan, [(4, 1 << 20)], {}, {})
+    assert long_rows.iters == 0 and long_rows.merged  # beyond what a block holds: the online pass
 
 
 def test_rendering_is_a_pure_function_of_plan_and_schedule():
@@ -183,5 +186,6 @@ def test_no_lowering_decision_parses_generated_c(path):
         "compile.py",  # nvcc --version and sm_XX parsing
         "prebuilt.py",  # the runtime's soname in a built module, the ABI version in its header
         "racecheck.py",  # racecheck builds: `__shared__` declarations instrumented, nothing decided
+        "resources.py",  # ptxas's -v report and the PTX's access widths: reported, nothing decided
     }
     assert not imports_re or path.name in allowed, f"{path} imports re"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import resource
 import time
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -232,13 +233,15 @@ def test_host_runtime_is_built_once_per_user_and_modules_link_against_it(fresh_i
     cpu_compiler()
     home, cache = fresh_install
     flags = ("-DFUSER_TEST_RUNTIME_SHARING",)  # a runtime key no other test builds
+    x = np.random.default_rng(2).random((3, 41), np.float32)
+    # (Running the fusion may build the default runtime in the fresh home: counted before.)
+    source = program_source(softmax_fusion(DataType.Float), x)
     monkeypatch.setattr(prebuilt, "_built", {})
     before = prebuilt.runtime_build_count()
-    x = np.random.default_rng(2).random((3, 41), np.float32)
-    source = program_source(softmax_fusion(DataType.Float), x)
-    module = cpu_runtime.CpuCompiler(flags).compile(source + "// runtime sharing\n")
+    compiler = cpu_runtime.CpuCompiler(flags)
+    module = compiler.compile(source + "// runtime sharing\n")
     assert prebuilt.runtime_build_count() == before + 1
-    (entry,) = (home / ".cache" / "fuser" / "cpu-runtime").glob("*.so")
+    entry = _runtime_entry(home, compiler)
     assert entry.with_name(entry.name + ".json").is_file()  # verified like every cache entry
     assert b"libfuser_cpu_rt_" + entry.stem.encode() + b".so" in module.data  # the module's DT_NEEDED
     assert b"fuser_emu_switch" not in module.data and b"fuser_emu_switch" in entry.read_bytes()
@@ -253,14 +256,23 @@ def test_host_runtime_is_built_once_per_user_and_modules_link_against_it(fresh_i
     assert kernel_name.startswith("fuser_kernel_")
 
 
+def _runtime_entry(home, compiler) -> Path:
+    """The per-user runtime entry `compiler` links against (the default runtime may lie beside it)."""
+    key = prebuilt.runtime_key(cpu_runtime._compiler_identity("g++"), compiler.runtime_flags)
+    entry = home / ".cache" / "fuser" / "cpu-runtime" / f"{key}.so"
+    assert entry.is_file(), sorted(p.name for p in (home / ".cache" / "fuser" / "cpu-runtime").iterdir())
+    return entry
+
+
 def test_a_damaged_runtime_entry_is_rebuilt(fresh_install, monkeypatch):
     cpu_compiler()
     home, _ = fresh_install
     flags = ("-DFUSER_TEST_RUNTIME_DAMAGE",)
+    source = program_source(softmax_fusion(DataType.Float), np.ones((2, 3), np.float32))
     monkeypatch.setattr(prebuilt, "_built", {})
     compiler = cpu_runtime.CpuCompiler(flags)
-    compiler.compile(program_source(softmax_fusion(DataType.Float), np.ones((2, 3), np.float32)))
-    (entry,) = (home / ".cache" / "fuser" / "cpu-runtime").glob("*.so")
+    compiler.compile(source)
+    entry = _runtime_entry(home, compiler)
     entry.write_bytes(entry.read_bytes()[:1000])  # truncated: must never reach the linker or dlopen
     monkeypatch.setattr(prebuilt, "_built", {})
     before = prebuilt.runtime_build_count()

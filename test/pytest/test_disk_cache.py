@@ -218,6 +218,27 @@ def test_an_unwritable_install_root_is_named_as_such(tmp_path):
     disk_cache._unwritable.discard(blocker / "fuser" / "cpu-runtime")
 
 
+
+@pytest.mark.parametrize("under", [False, True], ids=["a file", "under a file"])
+def test_a_shared_cache_dir_that_is_a_file_warns_once_and_falls_back(tmp_path, monkeypatch, under):
+    """FUSER_SHARED_CACHE_DIR naming a file: what is built once per installation goes to
+    FUSER_CACHE_DIR, with one warning naming the variable, as FUSER_CACHE_DIR gets one."""
+    from fuser.lowering.backends import disk_cache
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("FUSER_SHARED_CACHE_DIR", str(blocker / "shared" if under else blocker))
+    monkeypatch.setenv("FUSER_CACHE_DIR", str(tmp_path / "kernels"))
+    with pytest.warns(RuntimeWarning, match=r"cannot write the shared cache folder \(FUSER_SHARED_CACHE_DIR\) "
+                                            r".*a_file.* not a folder; keeping what is built once per installation "
+                                            r"in FUSER_CACHE_DIR \(.*kernels\) instead") as record:
+        assert disk_cache.install_roots() == [tmp_path / "kernels"]
+    assert len(record) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per folder and process
+        assert disk_cache.install_roots() == [tmp_path / "kernels"]
+
+
 def test_stale_temporary_folders_of_dead_processes_are_swept(tmp_path):
     """kill -9 during g++ left fuser-cxx-* folders; with no writable install root every process
     left a fuser-rt-* folder. They are removed at exit, and swept when older than a day and

@@ -337,16 +337,17 @@ def test_sum_and_prod_of_bool_and_int32_are_int64(backend):
 
 
 SCALAR_WHERE = [
-    # (x, y, expected dtype): typed Scalars keep their dtype (nvFuser); Python numbers follow torch
+    # (x, y, expected dtype): typed Scalars keep their dtype, and a Python number is the Scalar
+    # define_scalar makes of it (Bool, Int, Double), as nvFuser's frontend converts it
     (True, False, "i1"),
     ("f64", "f64", "f64"),
     ("i32", "i32", "i32"),
-    ("i32", 5, "i32"),  # a Python int does not widen an int Scalar
+    ("i32", 5, "i64"),  # 5 is an Int Scalar: Int32 with Int is Int (nvFuser)
     ("i64", "f64", "f64"),
-    (1.0, 0.0, "f32"),  # torch.where(c, 1.0, 0.0) is the default float dtype
+    (1.0, 0.0, "f64"),  # two Double Scalars give a Double tensor (nvFuser's test_where_dtypes)
     (1, 0, "i64"),
     (True, 2, "i64"),
-    ("i32", 0.5, "f32"),
+    ("i32", 0.5, "f64"),
 ]
 
 

@@ -70,7 +70,8 @@ def test_prelude_false_prints_the_kernels_alone():
 @pytest.mark.parametrize("text", [
     "builtin.module {" * 5000 + "}" * 5000,
     "func.func @f() attributes {a = " + "[" * 100_000 + "]" * 100_000 + "} { func.return }",
-])
+], ids=["nested-modules", "nested-brackets"])  # short ids: pytest puts the id in PYTEST_CURRENT_TEST,
+# and an environment variable over 128 KiB makes every subprocess fail with E2BIG
 def test_deeply_nested_input_is_a_one_line_error(text, tmp_path):
     """5,000 nested modules or 100,000 nested `[` ended in a ~1,000-line RecursionError."""
     path = tmp_path / "deep.mlir"

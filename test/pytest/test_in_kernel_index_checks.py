@@ -11,6 +11,7 @@ import pytest
 
 from fuser import DataType, FusionDefinition
 from fuser.lowering import settings
+from fuser.lowering.errors import LaunchError, RaceError
 from lowering_checks import requires_cpu_backend
 
 pytestmark = requires_cpu_backend
@@ -37,6 +38,33 @@ def test_a_computed_index_out_of_range_is_an_index_error():
                                              r"of extent 4 \(valid: 0..3; found by the in-kernel check\)"):
             fd.execute([X, BAD], backend="cpu")
     np.testing.assert_array_equal(fd.execute([X, GOOD], backend="cpu")[0], [[0, 0], [4, 6], [8, 8]])
+
+
+
+@pytest.mark.parametrize("interruption", [KeyboardInterrupt, LaunchError, RaceError], ids=lambda e: e.__name__)
+def test_the_next_call_after_an_interrupted_one_does_not_raise_its_fault(monkeypatch, interruption):
+    """A launch that raises (Ctrl-C, a failed launch, a race) never reads the record its kernels
+    wrote: the next call, with good indices, must not raise the interrupted call's IndexError —
+    on the full path and a launch plan's. The launch is interrupted right after its kernel ran
+    (where a real Ctrl-C leaves the record: written, unread)."""
+    from fuser.lowering.backends.cpu import HostMemory
+
+    armed = []
+    read_record = HostMemory.after_checked_launch
+
+    def after_checked_launch(records):
+        if armed:
+            raise armed.pop()
+        read_record(records)
+
+    monkeypatch.setattr(HostMemory, "after_checked_launch", staticmethod(after_checked_launch))
+    fd = _computed_take_along_axis()
+    for path in ("full", "launch plan"):
+        armed.append(interruption("interrupted"))
+        with pytest.raises(interruption):
+            fd.execute([X, BAD], backend="cpu")
+        got = fd.execute([X, GOOD], backend="cpu")[0]
+        np.testing.assert_array_equal(got, [[0, 0], [4, 6], [8, 8]], err_msg=path)
 
 
 def test_the_message_names_the_index_source():

@@ -644,12 +644,16 @@ def test_returned_inputs_scalars_and_duplicates():
 
 
 def test_grid_stride_loop():
-    """More elements than the largest grid (65535 blocks x 128 threads): threads loop."""
+    """More elements than the largest grid (65535 blocks x 128 threads, one element a step, the
+    schedule forced so): threads loop. (The heuristic unrolls this kernel's loop 4 steps deep.)"""
+    from fuser.lowering.schedulers.pointwise import PointwiseSchedule
+
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[-1])
         fd.add_output(fd.ops.add(x, 1.0))
     n = 65535 * 128 + 77
     x = np.arange(n, dtype=np.float32)
+    fd.override_schedule(0, PointwiseSchedule(128, (0,)))
     (out,) = fd.execute([x], backend="cpu")
     (kernel,) = fd.last_kernels()
     assert kernel.grid[0] == 65535 and kernel.block[0] == 128

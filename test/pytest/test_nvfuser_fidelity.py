@@ -99,7 +99,8 @@ PROMOTIONS = [
     (torch.bool, lambda fd, t: fd.ops.where(t, fd.define_scalar(3.0, DataType.Float),
                                            fd.define_scalar(5.0, DataType.Float)),
      lambda x: torch.where(x, torch.tensor(3.0), torch.tensor(5.0))),
-    (torch.bool, lambda fd, t: fd.ops.where(t, 3.0, 5.0), lambda x: torch.where(x, 3.0, 5.0)),
+    # Python floats are Double Scalars (nvFuser's frontend makes them so): a Double tensor
+    (torch.bool, lambda fd, t: fd.ops.where(t, 3.0, 5.0), lambda x: torch.where(x, 3.0, 5.0).double()),
 ]
 
 
@@ -132,6 +133,72 @@ def test_zero_dim_tensor_promotes_as_in_torch(backend):
     torch.testing.assert_close(kept, half * small)
 
 
+
+WHERE_DTYPES = [
+    # nvFuser's test_where_dtypes: (x, y, define_scalar's dtype, result); with no dtype the
+    # Scalar's is the value's (Double, Int, ComplexDouble), and a Python number is that Scalar
+    (3.0, 5.0, None, torch.float64),
+    (3.0, 5.0, DataType.Float, torch.float32),
+    (3.0, 5.0, DataType.Double, torch.float64),
+    (3, 5, DataType.Int32, torch.int32),
+    (3, 5, None, torch.int64),
+    (complex(3.0), complex(5.0), None, torch.complex128),
+    (3.0 + 0j, 5.0 + 0j, DataType.ComplexFloat, torch.complex64),
+    (3.0 + 0j, 5.0 + 0j, DataType.ComplexDouble, torch.complex128),
+    (True, False, DataType.Bool, torch.bool),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("x,y,dtype,want", WHERE_DTYPES, ids=lambda v: str(v))
+def test_where_of_two_scalars_has_nvfusers_dtype(backend, x, y, dtype, want):
+    cond = torch.tensor([True, False])
+    with FusionDefinition() as fd:
+        c = fd.from_pytorch(cond)
+        fd.add_output(fd.ops.where(c, fd.define_scalar(x, dtype), fd.define_scalar(y, dtype)))
+        if dtype is None:
+            fd.add_output(fd.ops.where(c, x, y))
+    for got in fd.execute([cond], backend=backend):
+        assert got.dtype == want
+        assert got.tolist() == [x, y]
+
+
+SCALAR_OPERANDS = {
+    # every op that takes a scalar operand: build(fd, t, c, s) with a tensor t, a bool tensor c
+    "add": lambda fd, t, c, s: fd.ops.add(t, s),
+    "sub, scalar first": lambda fd, t, c, s: fd.ops.sub(s, t),
+    "where, tensor and scalar": lambda fd, t, c, s: fd.ops.where(c, t, s),
+    "where, two scalars": lambda fd, t, c, s: fd.ops.where(c, s, s),
+    "clamp": lambda fd, t, c, s: fd.ops.clamp(t, s, None),
+    "lerp": lambda fd, t, c, s: fd.ops.lerp(t, fd.ops.abs(t), s),
+    "pad": lambda fd, t, c, s: fd.ops.pad(t, [1, 1], s),
+    "full": lambda fd, t, c, s: fd.ops.full([3], s, t.dtype),
+}
+
+
+def _with_scalar(build, dtype: torch.dtype, spell):
+    """(dtype, values) of build's result, or the exception type it raised."""
+    x, cond = torch.tensor([-2, 0, 3]).to(dtype), torch.tensor([True, False, True])
+    try:
+        with FusionDefinition() as fd:
+            fd.add_output(build(fd, fd.from_pytorch(x), fd.from_pytorch(cond), spell(fd)))
+        (got,) = fd.execute([x, cond], backend="reference")
+    except (TypeError, ValueError) as e:
+        return type(e)
+    return got.dtype, got.tolist()
+
+
+@pytest.mark.parametrize("op", SCALAR_OPERANDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32, torch.bool], ids=str)
+@pytest.mark.parametrize("value", [True, 3, -1.75, 2.5], ids=repr)
+def test_a_python_number_is_the_scalar_define_scalar_makes(op, dtype, value):
+    """nvFuser's frontend turns a Python number operand into define_scalar(number): the same dtype
+    and values in every op that takes a scalar (the builder decides both, so one backend serves)."""
+    build = SCALAR_OPERANDS[op]
+    raw = _with_scalar(build, dtype, lambda fd: value)
+    assert raw == _with_scalar(build, dtype, lambda fd: fd.define_scalar(value))
+
+
 # --- 5. uniform in f16/bf16 stays below its upper bound after rounding ---------------------------
 
 
@@ -145,6 +212,26 @@ def test_uniform_is_below_high_after_rounding(dtype, low, high):
     values = ref.double()
     assert values.min() >= torch.tensor(low, dtype=ref.dtype).double() and values.max() < high
     assert values.max() > high - 0.05  # the top of the range is still reached
+
+
+
+@pytest.mark.parametrize("dtype,low,high", [(DataType.Half, -1.5, 3.7), (DataType.BFloat16, -1.5, 3.7),
+                                            (DataType.Half, 0.0, 1.0), (DataType.Float, -1.5, 3.7)],
+                         ids=lambda v: str(v))
+def test_uniform_is_at_most_the_value_below_rounded_high(dtype, low, high):
+    """nvFuser's test_uniform_range: every sample is >= low rounded to the dtype and <= the
+    largest value of the dtype below high rounded to it (f16 in [-1.5, 3.7): 3.697265625, never
+    half(3.7) = 3.69921875), bit-identical on both backends; 16-bit samples reach both ends."""
+    with FusionDefinition() as fd:
+        fd.add_output(fd.ops.uniform(fd.define_scalar(low), fd.define_scalar(high), [2**20], rng_seed=1,
+                                     rng_offset=0, dtype=dtype))
+    ref, cpu = (fd.execute([], backend=b)[0] for b in BACKENDS)
+    np.testing.assert_array_equal(_bits(ref), _bits(cpu))
+    lowest = torch.tensor(low, dtype=ref.dtype)
+    top = torch.nextafter(torch.tensor(high, dtype=ref.dtype), lowest)
+    assert ref.min() >= lowest and ref.max() <= top
+    if ref.element_size() == 2:
+        assert ref.min() == lowest and ref.max() == top
 
 
 # --- 6. seeded normal values are bit-identical; unseeded ops follow the (seed, offset) progression -

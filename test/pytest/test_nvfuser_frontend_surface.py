@@ -39,7 +39,7 @@ def test_class_based_definition(backend):
 
 
 def test_class_based_definition_errors():
-    with pytest.raises(RuntimeError, match="not finished"):
+    with pytest.raises(NotImplementedError, match="defines nothing"):
         FusionDefinition().execute([])
 
     class Scheduled(ScaledSum):
@@ -48,6 +48,23 @@ def test_class_based_definition_errors():
 
     with pytest.raises(NotImplementedError, match="user schedules are not supported"):
         Scheduled().execute([torch.ones(1, 1), 1.0])
+
+
+
+@pytest.mark.parametrize("inputs", [[], [torch.ones(4, 4)]], ids=["no inputs", "a tensor"])
+def test_executing_a_definition_that_defines_nothing_is_not_implemented(inputs):
+    """nvFuser's test_fusion_not_defined: FusionDefinition().execute(inputs) calls the base
+    definition(), which raises NotImplementedError."""
+    with pytest.raises(NotImplementedError, match="defines nothing: define it in a `with FusionDefinition"):
+        FusionDefinition().execute(inputs)
+
+
+def test_executing_an_unfinished_definition_says_to_leave_the_with_block():
+    with FusionDefinition() as fd:
+        t = fd.define_tensor(shape=[-1])
+        with pytest.raises(RuntimeError, match="not finished: leave the `with FusionDefinition"):
+            fd.execute([np.ones(2, np.float32)])
+        fd.add_output(fd.ops.neg(t))
 
 
 def test_define_scalar_positional_dtype_and_is_tensor():
@@ -96,6 +113,43 @@ def test_0d_complex_tensors_work(backend):
     with FusionDefinition() as fd:
         fd.add_output(fd.ops.mul(fd.from_pytorch(x), fd.from_pytorch(c)))
     torch.testing.assert_close(fd.execute([x, c], backend=backend)[0], x * c)
+
+
+
+# --- reductions: dims (a list or an int) or dim= (one int) ------------------------------------------
+
+
+REDUCTIONS = {"sum": torch.sum, "prod": torch.prod, "max": torch.amax, "min": torch.amin}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", REDUCTIONS)
+def test_reductions_take_nvfusers_dim_keyword(backend, name):
+    """nvFuser's reductions take `dim` (one int) beside `dims`: sum(t, dim=-1),
+    max(t, dim=1, keepdim=True), and likewise min and prod."""
+    x = torch.randn(3, 4, 5)
+    with FusionDefinition() as fd:
+        t = fd.from_pytorch(x)
+        op = getattr(fd.ops, name)
+        fd.add_output(op(t, dim=-1))
+        fd.add_output(op(t, dim=1, keepdim=True))
+        fd.add_output(op(t, 0, True))  # the int overload, positionally
+    last, middle, first = fd.execute([x], backend=backend)
+    reduce = REDUCTIONS[name]
+    for got, want in [(last, reduce(x, -1)), (middle, reduce(x, 1, keepdim=True)), (first, reduce(x, 0, True))]:
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    ({"dims": [0], "dim": 1}, TypeError, "sum: got both dims=\\[0\\] and dim=1; give one of them"),
+    ({"dim": [0]}, TypeError, "sum: dim = \\[0\\]: expected an int"),
+    ({"dim": 3}, ValueError, "dim 3"),
+], ids=["dims and dim", "a list as dim", "dim out of range"])
+def test_reduction_dim_keyword_errors(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        with FusionDefinition() as fd:
+            fd.add_output(fd.ops.sum(fd.define_tensor(shape=[-1, -1, -1]), **kwargs))
 
 
 # --- slice(manual_normalization=), cat(manual_padding=), nextafter on scalars -----------------

@@ -176,8 +176,8 @@ def test_class_definitions():
         def schedule(self):  # nvFuser: a definition op here is an error; fuser takes no schedule at all
             self.ops.relu(self.t0)
 
-    with pytest.raises(RuntimeError, match="not finished"):
-        FusionDefinition().execute([x])  # nvFuser: NotImplementedError, no definition
+    with pytest.raises(NotImplementedError, match="defines nothing"):
+        FusionDefinition().execute([x])  # as nvFuser: the base definition() is called
     for backend in BACKENDS:
         torch.testing.assert_close(Sigmoid().execute([x], backend=backend)[0], torch.sigmoid(x))
     with pytest.raises(NotImplementedError, match="user schedules are not supported"):

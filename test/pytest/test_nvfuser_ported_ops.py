@@ -404,9 +404,9 @@ def test_unseeded_random_ops_equal_seeded_ones_at_the_executions_offsets(backend
 @ports("test_uniform_range")
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_uniform_values_stay_in_range(backend):
-    """[left, right) in real numbers: with right = 3.7, f16's 3.6992 (3.7 rounded) is a sample of
-    fuser (test_nvfuser_fidelity.py's rule), where nvFuser stops one f16 step below it. The ends
-    of the range are reached in f16/bf16."""
+    """[left, right) with right rounded to the dtype first, as nvFuser bounds it: every sample is at
+    most the dtype's largest value below rounded `right` (f16: 3.697265625 for 3.7, whose f16 is
+    3.69921875; test_nvfuser_fidelity.py's rule). The ends of the range are reached in f16/bf16."""
     dtypes = [DataType.Double, DataType.Float, DataType.Half, DataType.BFloat16]
     left, right = -1.5, 3.7
     with FusionDefinition() as fd:
@@ -416,7 +416,7 @@ def test_uniform_values_stay_in_range(backend):
                                          shape=fd.define_vector([2**16], dtype=DataType.Int), dtype=dtype))
     for out in fd.execute([], backend=backend):
         low, high = torch.tensor(left, dtype=out.dtype), torch.tensor(right, dtype=out.dtype)
-        top = high if high.double() < right else torch.nextafter(high, low)  # the largest value below right
+        top = torch.nextafter(high, low)  # the largest value below right rounded to the dtype
         assert low <= out.min() and out.max() <= top and out.max().double() < right
         assert abs(out.double().mean() - (left + right) / 2) < 0.05
         if out.dtype in (torch.float16, torch.bfloat16):

@@ -140,3 +140,40 @@ def test_a_bad_setting_names_the_variable(monkeypatch):
     monkeypatch.setenv("FUSER_RACECHECK", "yes")
     with pytest.raises(settings.SettingError, match="FUSER_RACECHECK='yes': expected 0 or 1"):
         settings.racecheck()
+
+
+def _row(block, **fields):
+    from fuser.lowering.schedulers.rows import RowSchedule
+
+    return RowSchedule(block, True, **fields)
+
+
+ROW_VARIANTS = [
+    # (case, kernel, schedule): each kind of row schedule the heuristic can pick, forced.
+    (("softmax", "f32", (6, 1024)), 0, _row(128, lanes=8, vec=4, unroll=2)),  # rows share warps, online pass
+    (("softmax", "f32", (6, 1024)), 0, _row(128, lanes=32, vec=4, iters=8, keep="loads")),  # rows share a block
+    (("softmax", "f32", (6, 1024)), 0, _row(256, vec=4, iters=1, shared=True)),  # block per row, shared memory
+    (("softmax", "f32", (6, 1024)), 0, _row(256, vec=4, unroll=1)),  # block per row, streamed
+    (("layer_norm", "f32", (5, 1024)), 0, _row(128, lanes=16, vec=4, unroll=4)),  # Welford within groups
+    (("layer_norm", "f32", (5, 1024)), 0, _row(512, vec=4, unroll=1)),  # Welford across the block
+    (("gpt2_epilogues", "bf16", (1, 8, 768)), 0, _row(128, lanes=32, vec=8, iters=3, shared=True, keep="prefetch")),
+    (("gpt2_epilogues", "bf16", (1, 8, 768)), 0, _row(64, vec=8, iters=2, keep="prefetch")),
+    (("gpt2_epilogues", "bf16", (1, 8, 768)), 1, _row(128, lanes=16, vec=8, unroll=2)),
+]
+
+
+@pytest.mark.parametrize("case_key,kernel,schedule", ROW_VARIANTS,
+                         ids=[f"{c[0]}-{s.describe()}" for c, _, s in ROW_VARIANTS])
+def test_every_kind_of_row_schedule_runs_race_free(racecheck, case_key, kernel, schedule):
+    """Forced with override_schedule: several rows a warp or a block (shuffles within a row's lanes,
+    rows past the last one idle), rows kept in registers, in shared memory, prefetched, streamed
+    with online and Welford passes — each race-free and equal to the reference."""
+    from benchmarks.cases import Case, check
+
+    case = Case(*case_key)
+    fd = case.build()
+    fd.override_schedule(kernel, schedule)
+    inputs = case.inputs()
+    ok, error = check(fd.execute(inputs, backend="cpu"), case.reference(inputs))
+    assert ok, f"{case.label} under {schedule.describe()}: relative error {error}"
+    assert fd.last_kernels()[kernel].schedule == schedule

@@ -1,6 +1,7 @@
-"""Where a persistent row kernel keeps its row (lowering/schedulers/rows.py): register arrays up
-to 8 elements a thread, shared memory beyond (slots shared by values whose phases do not
-overlap), so that no row up to 32768 f32 spills. ptxas reports the spills of the emitted sm_90
+"""Where a persistent row kernel keeps its row (lowering/schedulers/rows/storage.py): register
+arrays while a thread keeps a few dozen words, shared memory beyond (slots shared by values
+whose phases do not overlap), streaming rows past that; and whatever the row length, the
+schedule the heuristic picks does not spill. ptxas reports the spills of the emitted sm_90
 code (NVRTC or nvcc, whichever is installed; the suite skips, saying why, if neither is)."""
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ import pytest
 from fuser import FusionDefinition
 from fuser.lowering.backends import compile as cc
 from fuser.lowering.codegen.render import render
-from fuser.lowering.schedulers.rows import REGISTER_ITERS, SHARED_ROW_BYTES, SharedRowStorage
+from fuser.lowering.device import H100
+from fuser.lowering.schedulers.rows import RowSchedule, SharedRowStorage
+from fuser.lowering.schedulers.rows.heuristic import REGISTER_BUDGET
+from fuser.lowering.schedulers.rows.storage import kept_words, row_storage
 from fuser.lowering.segmentation.segment import plan_kernels
 from lowering_checks import check, requires_cpu_backend
 
@@ -52,9 +56,10 @@ def chained_max(links: int) -> FusionDefinition:
     return fd
 
 
-def _kernel(build, row_length: int):
+def _kernel(build, row_length: int, rows: int = 4096):
+    """The kernel the heuristic picks for dense aligned inputs ({}: no array to check)."""
     (plan,) = plan_kernels(build().fusion)
-    schedule = plan.unit.choose(plan, [(64, row_length)], None, {})
+    schedule = plan.unit.choose(plan, [(rows, row_length)], {}, {})
     return plan, schedule, render(plan, schedule)
 
 
@@ -70,50 +75,59 @@ def _ptxas_compiler() -> str:
 
 @pytest.mark.parametrize("build", [softmax, layer_norm], ids=["softmax", "layer_norm"])
 @pytest.mark.parametrize("row_length", ROW_LENGTHS)
-def test_persistent_rows_do_not_spill(build, row_length):
+def test_row_kernels_do_not_spill(build, row_length):
     backend = _ptxas_compiler()
     options = ("--ptxas-options=-v",) if backend == "nvrtc" else ("-Xptxas", "-v")
     _, schedule, kernel = _kernel(build, row_length)
-    assert schedule.iters, f"{row_length} floats should be a persistent row: {schedule.describe()}"
     log = cc.compile_cuda(kernel.source, "sm_90", options, backend=backend).log
     spills = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
     assert spills, f"ptxas printed no spill report:\n{log}"
     assert all(n == "0" for report in spills for n in report), f"{schedule.describe()}:\n{log}"
 
 
-def test_long_rows_live_in_shared_memory_within_the_budget():
+def test_kept_rows_fit_their_storage():
+    """Kept in registers, a thread's share stays within the register budget; kept in shared
+    memory, the block's slots fit what a block may have; too long for either, the row streams."""
     for build in (softmax, layer_norm):
-        for row_length in ROW_LENGTHS:
+        for row_length in [*ROW_LENGTHS, 65536]:
             plan, schedule, kernel = _kernel(build, row_length)
-            assert schedule.shared == (schedule.iters > REGISTER_ITERS)
+            if not schedule.persistent:
+                assert kernel.shared_bytes == 0 and "buf0" not in kernel.source
+                continue
+            access = row_storage(plan, schedule.keep)
             if schedule.shared:
-                storage = SharedRowStorage(plan.analysis.rows if schedule.keep == "values" else
-                                           plan.analysis.rows_loads_only, schedule)
-                assert 0 < kernel.shared_bytes == storage.bytes <= SHARED_ROW_BYTES
+                storage = SharedRowStorage(access, schedule)
+                assert 0 < kernel.shared_bytes == storage.bytes <= H100.shared_per_block_optin
                 assert "FUSER_DYNAMIC_SHARED" in kernel.source
             else:
                 assert kernel.shared_bytes == 0
+                assert kept_words(access, schedule.iters, schedule.vec) <= REGISTER_BUDGET, schedule.describe()
+    # 65536 floats (256 KB) fit neither: streamed.
+    assert not _kernel(softmax, 65536)[1].persistent
 
 
 def test_chained_reductions_share_two_slots():
     """t = 1.5 t - max(t), 12 times: each link is written by one phase and read by the next,
     so two shared-memory slots hold the whole chain."""
-    plan, schedule, kernel = _kernel(lambda: chained_max(12), 16384)
-    assert schedule.shared and schedule.keep == "values"
+    (plan,) = plan_kernels(chained_max(12).fusion)
+    schedule = RowSchedule(1024, True, iters=4, vec=4, shared=True)
+    kernel = render(plan, schedule)
     _, slots = plan.analysis.rows.slots()
     assert slots == 2
-    assert kernel.shared_bytes == 2 * schedule.iters * schedule.block * 4
+    assert kernel.shared_bytes == 2 * schedule.iters * schedule.vec * schedule.block * 4
 
 
 @requires_cpu_backend
 @pytest.mark.parametrize("row_length", [16384, 32768])
 def test_shared_memory_rows_match_the_reference(row_length):
+    """Forced shared-memory schedules (override_schedule): values, and x loaded once."""
     rng = np.random.default_rng(row_length)
     x = rng.standard_normal((3, row_length), dtype=np.float32)
     w, b = rng.random(row_length, dtype=np.float32), rng.random(row_length, dtype=np.float32)
+    shared = RowSchedule(1024, True, iters=row_length // 4096, vec=4, shared=True, keep="loads")
     for fd, inputs in ((softmax(), [x]), (layer_norm(), [x, w, b]), (chained_max(5), [x])):
+        fd.override_schedule(0, shared)
         (kernel,) = check(fd, inputs, tol=(1e-4, 1e-4))
-        assert "row in shared memory" in kernel.source
-        # x read once; weights once per block when kept, else once per row.
-        weight_reads = x.shape[0] if "weights re-read" in kernel.source else kernel.grid[0]
-        assert kernel.bytes_loaded == x.nbytes + sum(a.nbytes for a in inputs[1:]) * weight_reads
+        assert kernel.schedule == shared and "row in shared memory" in kernel.source
+        # x once; weights with every row (L2 hits after the first).
+        assert kernel.bytes_loaded == x.nbytes + sum(a.nbytes for a in inputs[1:]) * x.shape[0]

@@ -20,8 +20,19 @@ from fuser.lowering.runtime import with_prelude
 @pytest.mark.parametrize("value", ["", "abc", "-1", "2.5"])
 def test_bad_cpu_threads_names_the_variable(monkeypatch, value):
     monkeypatch.setenv("FUSER_CPU_THREADS", value)
-    with pytest.raises(settings.SettingError, match=rf"FUSER_CPU_THREADS={value!r}: expected an integer >= 0"):
+    with pytest.raises(settings.SettingError, match=rf"FUSER_CPU_THREADS={value!r}: expected an integer from 0 to 1024"):
         settings.cpu_threads()
+
+
+@pytest.mark.parametrize("value", ["1025", "1000000", "2147483648", "4294967297"])
+def test_cpu_threads_beyond_the_cap_or_int32_are_refused(monkeypatch, value):
+    """1000000 killed the process in libgomp ("Thread creation failed"), with no Python
+    exception; 4294967297 became 1 thread and 2147483648 a negative count in the launch config."""
+    monkeypatch.setenv("FUSER_CPU_THREADS", value)
+    with pytest.raises(settings.SettingError, match=rf"FUSER_CPU_THREADS={value!r}: expected an integer from 0 to 1024"):
+        settings.cpu_threads()
+    monkeypatch.setenv("FUSER_CPU_THREADS", str(settings.MAX_CPU_THREADS))
+    assert settings.cpu_threads() == 1024
 
 
 @pytest.mark.skipif(not cr.cpu_compiler_available(), reason="no g++ for the CPU backend")

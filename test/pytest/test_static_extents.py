@@ -24,7 +24,7 @@ from fuser.lowering.codegen.kernel import KernelPlan
 from fuser.lowering.schedulers import scheduler_named
 from fuser.lowering.segmentation.segment import plan_kernels
 from fuser.passes.concretize import concretize
-from lowering_checks import check
+from lowering_checks import check, dram_bytes
 
 
 def broadcast_to(fd, t, shape, dims, static: bool, like):
@@ -121,8 +121,11 @@ def test_static_and_symbolic_spellings_give_the_same_kernels_and_bytes(case):
     # Both against the reference interpreter (random inputs, memcheck on in the suite).
     static = check(fd_static, inputs)
     symbolic = check(fd_symbolic, inputs)
-    assert [(k.scheduler, k.bytes_loaded, k.bytes_stored) for k in static] == \
-        [(k.scheduler, k.bytes_loaded, k.bytes_stored) for k in symbolic]
+    # The DRAM traffic (a broadcast input that each thread re-reads counts once: L2 serves the
+    # rest) and every store; how often a thread re-reads a broadcast input may differ with the
+    # loop a static extent gives (bias_gelu: 96 static columns are too few for an outer loop).
+    assert [(k.scheduler, dram_bytes(k), k.bytes_stored) for k in static] == \
+        [(k.scheduler, dram_bytes(k), k.bytes_stored) for k in symbolic]
     assert all(min(k.grid) > 0 for k in static)
 
 

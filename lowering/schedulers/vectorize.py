@@ -1,0 +1,60 @@
+"""How wide a kernel's accesses along the innermost dim may be: one rule for every scheduler.
+
+A vector access moves VEC consecutive elements at once (16 bytes: `fuser_ld_vec` /
+`fuser_st_vec`). It needs, for every tensor read as vector lanes: the innermost dim dense
+(stride 1), the other strides multiples of VEC (every row starts on a vector boundary), and the
+data pointer aligned to the vector; for every output: the innermost dim of its layout is the
+domain's innermost dim (buffers fuser allocates are aligned); and the innermost extent a
+multiple of VEC. Inputs are checked per call (their strides and addresses are run-time facts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.ir import SSAValue
+
+from fuser_dialect.types import numpy_dtype
+from fuser.lowering.addresses import numpy_address
+
+VECTOR_BYTES = 16
+
+
+def _element_strides_and_address(array) -> tuple[tuple[int, ...], int, int]:
+    if hasattr(array, "data_ptr"):  # torch
+        return tuple(array.stride()), array.data_ptr(), array.element_size()
+    return tuple(s // array.itemsize for s in array.strides), numpy_address(array), array.itemsize
+
+
+def _array_allows(array, vec: int) -> bool:
+    strides, address, size = _element_strides_and_address(array)
+    if strides[-1] != 1 or address % (vec * size):
+        return False
+    return not any(s % vec for s, e in zip(strides[:-1], array.shape[:-1]) if e > 1)
+
+
+def vector_width(values: Sequence[SSAValue], outputs: Sequence[SSAValue], inner_extent: int, arrays: dict,
+                 output_layout: dict, narrowest_bytes: int = VECTOR_BYTES, alignment: int = 0) -> int:
+    """Elements per access along the innermost dim for loads of `values` and stores of
+    `outputs`, or 1: the widest of 16, 8, 4 ... bytes (down to `narrowest_bytes`) that every
+    access allows, dividing `alignment` (the static shifts of the innermost index: slice starts,
+    cat pieces) when it is not 0. `values` without an array (computed in the fusion) are
+    fuser's aligned buffers."""
+    if not (values or outputs):
+        return 1
+    itemsize = max(numpy_dtype(v.type.dtype).itemsize for v in (*values, *outputs))  # type: ignore[union-attr]
+    for out in outputs:
+        order = output_layout.get(out)
+        if order is not None and order[-1] != 0:
+            return 1
+    width = VECTOR_BYTES
+    while width >= max(narrowest_bytes, 2 * itemsize):
+        vec = width // itemsize
+        if inner_extent % vec == 0 and (alignment % vec == 0) and all(
+                arrays.get(v) is None or _array_allows(arrays[v], vec) for v in values):
+            return vec
+        width //= 2
+    return 1
+
+
+__all__ = ["VECTOR_BYTES", "vector_width"]
