@@ -127,6 +127,10 @@ def run_case(case: Case, backend: str | Backend, shape: Sequence[int] | None = N
         row["bytes_per_kernel"] = [[int(a), int(b)] for a, b in zip(loaded, stored)]
         row["min_bytes"] = case.min_bytes(shape)
         row["bytes_ratio"] = (row["bytes_loaded"] + row["bytes_stored"]) / row["min_bytes"]
+        dram = [k.dram_bytes() for k in kernels if k.grid]
+        if dram and None not in dram:  # the model's DRAM traffic: re-reads served by L2 counted once
+            row["dram_bytes"] = int(sum(dram))
+            row["dram_ratio"] = row["dram_bytes"] / row["min_bytes"]
     info = fd.cache_info()
     row["cache"] = {"hits": info.hits, "misses": info.misses, "entries": len(info.entries)}
     row["timings_in_process"] = compile_timings(fd)

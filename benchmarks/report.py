@@ -119,7 +119,8 @@ def _shape(shape) -> str:
 
 
 def table(rows: list[dict], gpu: bool) -> str:
-    head = ["case", "dtype", "shape", "kernels", "bytes / min", "cold ms", "define", "passes", "segment", "emission",
+    head = ["case", "dtype", "shape", "kernels", "bytes / min", "DRAM / min", "cold ms", "define", "passes", "segment",
+            "emission",
             "cubin", "g++", "warm ms", "host µs", "+ launches µs", "check"]
     if gpu:
         head += ["kernel µs", "model µs", "GB/s", "% copy", "exec µs", "eager µs", "compile µs", "× eager", "× compile"]
@@ -130,7 +131,7 @@ def table(rows: list[dict], gpu: bool) -> str:
         if row.get("bytes_shape") and row.get("bytes_ratio") is not None and row["bytes_shape"] != row["shape"]:
             bytes_cell += f" @{_shape(row['bytes_shape'])}"
         gxx = None if get_backend(row["backend"]).on_gpu else cold.get("compile_s")  # else NVRTC + load
-        cells = [row["kind"], row["dtype"], _shape(row["shape"]), _kernels(row), bytes_cell,
+        cells = [row["kind"], row["dtype"], _shape(row["shape"]), _kernels(row), bytes_cell, _f(row.get("dram_ratio"), "{:.2f}"),
                  _ms(row.get("cold_total_s")), _ms(cold.get("define_s")), _ms(cold.get("passes_s")), _ms(cold.get("segment_s")),
                  _ms(cold.get("emission_s")), _ms(cold.get("cubin_s")), _ms(gxx), _ms(row.get("warm_total_s")),
                  _f((row.get("host") or {}).get("host_us")), _f((row.get("host") or {}).get("with_empty_kernels_us")),
@@ -152,7 +153,9 @@ def table(rows: list[dict], gpu: bool) -> str:
 LEGEND = """\
 kernels: launched per `execute` (pers = inner_persistent, red = reduction, pw = pointwise). \
 bytes / min: global bytes loaded + stored, counted by the cpu backend, over the minimum (each input \
-read once, each output written once; `@shape`: counted at that shape, same row length). \
+read once, each output written once; `@shape`: counted at that shape, same row length); DRAM / min: the \
+performance model's DRAM traffic on an H100 over the minimum (loads that other rows or threads repeat and \
+L2 serves, a weight re-read per row, count once). \
 cold ms: definition → cubin in a fresh process with empty caches (the total) = define + passes (concretize + \
 pre-segmentation) + segment + emission + cubin (NVRTC, sm_90 without a GPU); g++: the cpu backend's \
 compiler on the same sources; warm ms: the same in a second process with the disk caches. \

@@ -21,7 +21,6 @@ kernel serves every batch size its schedule was chosen for.
 
 from __future__ import annotations
 
-import contextvars
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -88,9 +87,12 @@ def _literal(attr) -> str:
     return f"{attr.value.data}LL" if attr.type.width.data > 1 else ("true" if attr.value.data else "false")
 
 
-KERNEL_INDEX_CHECKS: contextvars.ContextVar[bool] = contextvars.ContextVar("kernel_index_checks", default=True)
-"""Whether gather/scatter indices are checked in the kernel (lowering/execution/index_errors.py); render()
-sets it for the span of one kernel's emission from its own argument."""
+@dataclass(frozen=True)
+class EmitOptions:
+    """What a kernel's emission depends on besides its plan and schedule (render() passes it)."""
+
+    index_checks: bool = True
+    """Gather/scatter indices are checked in the kernel (lowering/execution/index_errors.py)."""
 
 
 class Section:
@@ -143,9 +145,11 @@ class _State:
 
 
 class KernelEmitter:
-    def __init__(self, plan: KernelPlan, schedule, reused: frozenset = frozenset()):
+    def __init__(self, plan: KernelPlan, schedule, reused: frozenset = frozenset(), options: EmitOptions = EmitOptions(),
+                 row_storage=None):
         self.plan = plan
         self.schedule = schedule
+        self.options = options
         self.produced = {op.results[0]: op for op in plan.ops}
         self.params: dict[tuple, Param] = {}
         self.s = _State()
@@ -163,7 +167,7 @@ class KernelEmitter:
         self.lanes: list[Ix] = []
         """The vector lanes of the innermost dim in the current vectorised loop (lane 0 first)."""
         self.needs_sync = False
-        self.row_storage = None
+        self.row_storage = row_storage
         """A persistent row's kept values in shared memory (rows.SharedRowStorage), else None:
         per-thread register arrays."""
 
@@ -417,6 +421,38 @@ class KernelEmitter:
         offset = self.offset(out, tuple(ZERO if e == BROADCAST else i for e, i in zip(out.type.shape, idx)))
         self.line(f"fuser_st_vec<{vec}>({ptr}, {offset}, {staged});")
 
+    # -- what a scheduler's loop nest tells the emitter --------------------------------------
+    def use_vector_lanes(self, lanes: Sequence[Ix]) -> None:
+        """The loop being emitted walks the innermost dim VEC = len(lanes) elements at a time;
+        `lanes` are their indices (index.vector_lane), lane 0 first."""
+        self.vec = len(lanes)
+        self.lanes = list(lanes)
+
+    def end_vector_lanes(self) -> None:
+        self.vec, self.lanes = 1, []
+
+    def enter_phase_loop(self, loop: PhaseLoop) -> None:
+        """A persistent row's phase loop opens: its loads may be kept in row buffers."""
+        self.s.loop = loop
+
+    def leave_phase_loop(self) -> None:
+        self.s.loop = None
+
+    def open_row_buffers(self) -> None:
+        """Here (before a row's phase loops) the row buffers are declared."""
+        self.buffer_section = self.section()
+
+    def define_result(self, value: SSAValue, name: str) -> None:
+        """`value` (a reduction or scan result) is the C variable `name` from here on."""
+        self.red_regs[value] = name
+
+    def require_sync(self) -> None:
+        """The kernel uses barriers or warp shuffles (the cpu backend runs its threads as fibers)."""
+        self.needs_sync = True
+
+    def stop_hoisting(self) -> None:
+        self.hoist = None
+
     def hoist_here(self, allowed: set[int] | frozenset[int], group: int = 0, guard: str = "") -> None:
         """Loads emitted later whose index reads only the loop variables of `allowed` dims go
         here, before the loop about to be opened (pointwise outer loop, reduction phase loops).
@@ -486,27 +522,11 @@ class KernelEmitter:
         return self.red_regs[op.result]
 
     # layout
-    def op_BroadcastOp(self, op: L.BroadcastOp, idx):
-        new = set(op.dims.get_values())
-        return (yield op.input, [i for d, i in enumerate(idx) if d not in new])
-
-    def op_BroadcastInDimOp(self, op: L.BroadcastInDimOp, idx):
-        return (yield op.input, [idx[o] for o in op.dims.get_values()])
-
-    def op_SqueezeOp(self, op: L.SqueezeOp, idx):
-        squeezed = set(op.dims.get_values())
-        it = iter(idx)
-        return (yield op.input, [ZERO if d in squeezed else next(it) for d in range(op.input.type.rank)])
-
-    def op_ExpandOp(self, op: L.ExpandOp, idx):
-        return (yield op.input, idx)
-
-    def op_PermuteOp(self, op: L.PermuteOp, idx):
-        perm = op.dims.get_values()
-        src = [ZERO] * len(perm)
-        for i, p in enumerate(perm):
-            src[p] = idx[i]
-        return (yield op.input, src)
+    def op_layout(self, op, idx):
+        """broadcast, broadcast_in_dim, squeeze, expand, permute: a pure remapping of the index,
+        which the op's access rule (ACCESS_RULES, what the kernel analysis walks) states once."""
+        (read,) = ACCESS_RULES[type(op)](op, idx)
+        return (yield read.operand, read.idx)
 
     def op_ReshapeOp(self, op: L.ReshapeOp, idx):
         out, inp = op.result, op.input
@@ -627,7 +647,7 @@ class KernelEmitter:
         """The index `position` of `op`, checked in the kernel against `extent` (a fault is
         recorded and 0 read instead: lowering/execution/index_errors.py); unchecked under the disable
         option `kernel_index_checks`."""
-        if not KERNEL_INDEX_CHECKS.get():
+        if not self.options.index_checks:
             return self.tmp("long long", f"(long long)({position})", "ix")
         err = self.param(("index_error",), "long long* __restrict__", "index_error", "err")
         site = index_site(op)
@@ -944,11 +964,11 @@ EMITTERS: dict[type[Operation], object] = {
     C.WhereOp: KernelEmitter.op_WhereOp,
     C.CastOp: KernelEmitter.op_CastOp,
     C.ReductionOp: KernelEmitter.op_ReductionOp,
-    L.BroadcastOp: KernelEmitter.op_BroadcastOp,
-    L.BroadcastInDimOp: KernelEmitter.op_BroadcastInDimOp,
-    L.SqueezeOp: KernelEmitter.op_SqueezeOp,
-    L.ExpandOp: KernelEmitter.op_ExpandOp,
-    L.PermuteOp: KernelEmitter.op_PermuteOp,
+    L.BroadcastOp: KernelEmitter.op_layout,
+    L.BroadcastInDimOp: KernelEmitter.op_layout,
+    L.SqueezeOp: KernelEmitter.op_layout,
+    L.ExpandOp: KernelEmitter.op_layout,
+    L.PermuteOp: KernelEmitter.op_layout,
     L.ReshapeOp: KernelEmitter.op_ReshapeOp,
     R.SliceOp: KernelEmitter.op_SliceOp,
     R.PadOp: KernelEmitter.op_PadOp,
@@ -966,4 +986,7 @@ EMITTERS: dict[type[Operation], object] = {
     ST.SetOp: _emit_copy,
     ST.SegmentSetOp: _emit_copy,
 }
-"""Per op class: how its value at an index is emitted (`KernelEmitter.emit_op` dispatches here)."""
+"""Per op class: how its value at an index is emitted (`KernelEmitter.emit_op` dispatches here).
+Layout ops emit nothing and use their ACCESS_RULES entry; the others emit C (temporaries for a
+computed position, branches for pad and cat, a lookup's index read, a scatter's loop, the
+values of compute ops) beside the mapping their access rule states for the analysis."""

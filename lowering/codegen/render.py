@@ -17,7 +17,7 @@ from xdsl.ir import SSAValue
 
 from fuser_dialect.types import TensorType, dtype_name
 from fuser.lowering.codegen import cuda_exprs as X
-from fuser.lowering.codegen.emit_cuda import KERNEL_INDEX_CHECKS, EmittedKernel
+from fuser.lowering.codegen.emit_cuda import EmitOptions, EmittedKernel
 from fuser.lowering.runtime import prelude
 from fuser.lowering.codegen.kernel import KernelPlan
 
@@ -56,11 +56,7 @@ def render(plan: KernelPlan, schedule, macros: Iterable[str] | None = None,
     """The CUDA C source of `plan` under `schedule`, and its parameters in order. `macros`: the
     header macros of the whole program the kernel goes into (default: the plan's own).
     index_checks: gather/scatter indices are checked in the kernel (lowering/execution/index_errors.py)."""
-    token = KERNEL_INDEX_CHECKS.set(index_checks)
-    try:
-        body = plan.unit.emit(plan, schedule)
-    finally:
-        KERNEL_INDEX_CHECKS.reset(token)
+    body = plan.unit.emit(plan, schedule, EmitOptions(index_checks=index_checks))
     name = plan.name
     bounds = f"{schedule.block}, {body.min_blocks_per_sm}" if body.min_blocks_per_sm else f"{schedule.block}"
     signature = ",\n    ".join(f"{p.ctype} {p.name}" for p in body.params)

@@ -152,6 +152,16 @@ class KernelRecord:
 
         return kernel_performance(self.model, self.name, self.grid, self.block[0], device)
 
+    def dram_bytes(self, device="h100") -> int | None:
+        """The DRAM traffic the performance model counts for this launch (each tensor once, plus
+        re-reads L2 no longer holds: a weight that every row reads again counts once, where
+        `bytes_loaded` counts every load); None for a host segment or an empty launch."""
+        if self.model is None or not self.grid or not all(self.grid):
+            return None
+        from fuser.lowering.execution.performance_report import kernel_dram_bytes
+
+        return kernel_dram_bytes(self.model, self.block[0], device)
+
 
 class Launcher:
     """Runs one call of a CompiledFusion."""

@@ -66,6 +66,18 @@ def _ptxas(source: str, name: str, arch: str):
         return None, None
 
 
+def kernel_dram_bytes(inputs: ModelInputs, block: int, device: DeviceSpec | str = "h100") -> int | None:
+    """The DRAM traffic the model counts for one launch (each tensor once, plus re-reads that L2
+    no longer holds), from the scheduler's resource estimate (no compile); None when the unit
+    does not model its kernels."""
+    spec = profile(device) if isinstance(device, str) else device
+    unit = inputs.plan.unit  # type: ignore[attr-defined]
+    estimate = unit.estimated_resources(inputs.plan, inputs.schedule, inputs.extents)
+    ctas = ctas_per_sm(spec, block, estimate.registers, max(estimate.shared_bytes, inputs.shared_dynamic))
+    traffic = unit.traffic(inputs.plan, inputs.schedule, inputs.extents, spec, ctas)
+    return None if traffic is None else traffic.dram_bytes
+
+
 def kernel_performance(inputs: ModelInputs, name: str, grid: tuple[int, int, int], block: int,
                        device: DeviceSpec | str = "h100") -> KernelPerformance | None:
     """The model's view of one launch on `device` (a DeviceSpec or a profile name); None for a
@@ -93,4 +105,4 @@ def kernel_performance(inputs: ModelInputs, name: str, grid: tuple[int, int, int
         traffic.min_bytes or traffic.dram_bytes, prediction.seconds, prediction.fraction_of_copy, prediction.limiter)
 
 
-__all__ = ["KernelPerformance", "ModelInputs", "kernel_performance"]
+__all__ = ["KernelPerformance", "ModelInputs", "kernel_dram_bytes", "kernel_performance"]

@@ -9,7 +9,8 @@ scheduled, launched and emitted.
   schedule is a frozen value, part of the compiled-kernel cache key, with a `block` size and
   a one-line `describe()`;
 - `grid(plan, schedule, extents, device)`: the launch grid, or None when there is nothing to do;
-- `emit(plan, schedule)`: the kernel body (`KernelBody`), a pure function of its arguments.
+- `emit(plan, schedule, options)`: the kernel body (`KernelBody`), a pure function of its
+  arguments (`options`: what else emission depends on, such as the in-kernel index checks).
 
 Decisions read the kernel analysis (`plan.analysis`, lowering/codegen/analysis.py), never C text.
 """
@@ -24,7 +25,7 @@ from functools import cached_property
 from xdsl.ir import Operation, SSAValue
 
 from fuser_dialect import ops_compute as C
-from fuser.lowering.codegen.emit_cuda import Param
+from fuser.lowering.codegen.emit_cuda import EmitOptions, Param
 from fuser.lowering.codegen.kernel import KernelPlan
 from fuser.lowering.device import DEFAULT, DeviceSpec
 from fuser.lowering.schedulers.performance import Resources, Traffic
@@ -88,7 +89,7 @@ class SchedulerUnit(ABC):
     def grid(self, plan: KernelPlan, schedule, extents, device: DeviceSpec = DEFAULT) -> tuple[int, int, int] | None: ...
 
     @abstractmethod
-    def emit(self, plan: KernelPlan, schedule) -> KernelBody: ...
+    def emit(self, plan: KernelPlan, schedule, options: EmitOptions = EmitOptions()) -> KernelBody: ...
 
     def check_schedule(self, plan: KernelPlan, schedule, shapes: Sequence[tuple[int, ...]], arrays: dict | None,
                        output_layout: dict, device: DeviceSpec = DEFAULT) -> None:

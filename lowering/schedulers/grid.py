@@ -57,7 +57,7 @@ def emit_grid_combine(em: KernelEmitter, accumulators: Sequence[Accumulator], sm
     accumulator, then `last_block()` emits what that block does with them."""
     ws = em.param(("workspace",), "unsigned long long* __restrict__", "workspace", "ws",
                   dim=workspace_slots_per_block(accumulators))
-    em.needs_sync = True
+    em.require_sync()
     parts, slot = [], 0
     for j, acc in enumerate(accumulators):
         smem_types.add(acc.ctype)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from fuser_dialect.types import DYNAMIC, numpy_dtype
 from fuser.lowering.codegen.analysis import GroupAccess, global_loads
 from fuser.lowering.codegen.index import loop_var, vector_lane
-from fuser.lowering.codegen.emit_cuda import KernelEmitter
+from fuser.lowering.codegen.emit_cuda import EmitOptions, KernelEmitter
 from fuser.lowering.codegen.kernel import KernelPlan
 from fuser.lowering.device import DEFAULT, DeviceSpec
 from fuser.lowering.schedulers.base import MAX_GRID, Candidate, KernelBody, SchedulerUnit, Verdict
@@ -145,8 +145,8 @@ class PointwiseScheduler(SchedulerUnit):
             steps = max(steps, math.ceil(per_thread / schedule.unroll))
         return Traffic(moved, max(in_flight, 4), widest, moved, steps)
 
-    def emit(self, plan: KernelPlan, schedule: PointwiseSchedule) -> KernelBody:
-        em = KernelEmitter(plan, schedule)
+    def emit(self, plan: KernelPlan, schedule: PointwiseSchedule, options: EmitOptions = EmitOptions()) -> KernelBody:
+        em = KernelEmitter(plan, schedule, options=options)
         groups = plan.groups
         vecs = schedule.vec or (1,) * len(groups)
         for g, (outputs, k, vec) in enumerate(zip(groups, schedule.outer_dims, vecs)):
@@ -220,22 +220,20 @@ def _emit_group(em: KernelEmitter, outputs, k: int, vec: int, unroll: int = 1) -
         _open_unrolled(em, "olin", "blockIdx.y", "outer", "(long long)gridDim.y", unroll)
         idx.update(em.unravel(dom, list(range(k)), "olin", "i"))
     if vec > 1:
-        em.vec = vec
-        em.lanes = lanes
+        em.use_vector_lanes(lanes)
         staged = {out: em.stage(out, vec) for out in outputs}
         for j, lane in enumerate(lanes):
             for out in outputs:
                 em.stage_value(out, staged[out], j, [*(idx[d] for d in range(rank - 1)), lane])
         for out in outputs:
             em.store_vector(out, staged[out], [idx[d] for d in range(rank)], vec)
-        em.vec = 1
-        em.lanes = []
+        em.end_vector_lanes()
     else:
         for out in outputs:
             em.store(out, [idx[d] for d in range(rank)])
     if k:
         _close_unrolled(em, unroll)
-    em.hoist = None
+    em.stop_hoisting()
     _close_unrolled(em, 1 if k else unroll)
     em.close()
 

@@ -39,7 +39,7 @@ from xdsl.ir import Operation
 from fuser_dialect import ops_compute as C
 from fuser_dialect.ops_scan import ScanOp
 from fuser.lowering.codegen import cuda_exprs as X
-from fuser.lowering.codegen.emit_cuda import KernelEmitter
+from fuser.lowering.codegen.emit_cuda import EmitOptions, KernelEmitter
 from fuser.lowering.codegen.index import Ix, loop_var
 from fuser.lowering.codegen.kernel import KernelPlan
 from fuser.lowering.device import DEFAULT, DeviceSpec
@@ -171,8 +171,8 @@ class ScanScheduler(SchedulerUnit):
             return min(lines, MAX_GRID), 1, 1
         return max(1, min(math.ceil(lines / schedule.block), MAX_GRID)), 1, 1
 
-    def emit(self, plan: KernelPlan, schedule: ScanSchedule) -> KernelBody:
-        kernel = _ScanKernel(KernelEmitter(plan, schedule), scans_of(plan.ops))
+    def emit(self, plan: KernelPlan, schedule: ScanSchedule, options: EmitOptions = EmitOptions()) -> KernelBody:
+        kernel = _ScanKernel(KernelEmitter(plan, schedule, options=options), scans_of(plan.ops))
         kernel.emit()
         em = kernel.em
         shared = [f"  __shared__ {acc.ctype} {_smem(acc)}[32];" for acc in kernel.carries] if schedule.block_per_line else []
@@ -221,7 +221,7 @@ class _ScanKernel:
             self.block_per_line()
         else:
             self.thread_per_line()
-        em.hoist = None
+        em.stop_hoisting()
 
     def index(self, o: dict[int, Ix]) -> list[Ix]:
         return [o[d] if d != self.axis else loop_var(self.axis, SCAN_INDEX) for d in range(self.domain.type.rank)]  # type: ignore[union-attr]
@@ -240,7 +240,7 @@ class _ScanKernel:
         em = self.em
         for scan, value in zip(self.scans, values):
             dst = scan.result.type.dtype
-            em.red_regs[scan.result] = em.tmp(X.COMPUTE_TYPE[dst], f"({X.COMPUTE_TYPE[dst]}){value}", "scan")
+            em.define_result(scan.result, em.tmp(X.COMPUTE_TYPE[dst], f"({X.COMPUTE_TYPE[dst]}){value}", "scan"))
             em.store(scan.result, idx)
 
     def thread_per_line(self) -> None:
@@ -258,7 +258,7 @@ class _ScanKernel:
 
     def block_per_line(self) -> None:
         em = self.em
-        em.needs_sync = True
+        em.require_sync()
         em.line("const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;")
         idx = self.open_line("for (long long line = blockIdx.x; line < lines; line += gridDim.x)")
         em.open("for (long long base = 0; base < len; base += blockDim.x)")

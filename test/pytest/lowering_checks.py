@@ -156,10 +156,4 @@ def compile_for_sm90(sources: dict[str, str], backend: str, cache_dir, monkeypat
 def dram_bytes(record) -> int:
     """The DRAM traffic the performance model counts for a launch record on an H100: each
     tensor once, plus re-reads L2 no longer holds (a weight every row re-reads counts once)."""
-    from fuser.lowering.device import H100
-    from fuser.lowering.schedulers.performance import ctas_per_sm
-
-    plan, schedule, extents = record.model.plan, record.model.schedule, record.model.extents
-    resources = plan.unit.estimated_resources(plan, schedule, extents)
-    ctas = ctas_per_sm(H100, record.block[0], resources.registers, resources.shared_bytes)
-    return plan.unit.traffic(plan, schedule, extents, H100, ctas).dram_bytes
+    return record.dram_bytes("h100")

@@ -30,7 +30,7 @@ from fuser.lowering.schedulers.rows.problem import (SPLIT_BLOCK, SPLIT_BLOCKS_PE
                                                    estimated_resources, row_problem, row_vector_width, traffic)
 from fuser.lowering.schedulers.rows.schedule import RowSchedule
 from fuser.lowering.schedulers.rows.storage import SharedRowStorage, row_storage
-from fuser.lowering.codegen.emit_cuda import KernelEmitter
+from fuser.lowering.codegen.emit_cuda import EmitOptions, KernelEmitter
 from fuser.lowering.schedulers.scan import refuse_scans
 
 THREAD_PER_ROW_BLOCK = 128
@@ -132,13 +132,11 @@ class RowScheduler(SchedulerUnit):
             return min(math.ceil(rows / schedule.rows_per_block), MAX_GRID), 1, 1
         return max(1, min(math.ceil(rows / schedule.block), MAX_GRID)), 1, 1
 
-    def emit(self, plan: KernelPlan, schedule: RowSchedule) -> KernelBody:
+    def emit(self, plan: KernelPlan, schedule: RowSchedule, options: EmitOptions = EmitOptions()) -> KernelBody:
         access = row_storage(plan, schedule.keep) if schedule.persistent else None
-        em = KernelEmitter(plan, schedule, access.reused if access else frozenset())
-        shared_bytes = 0
-        if access is not None and schedule.shared:
-            em.row_storage = SharedRowStorage(access, schedule)
-            shared_bytes = em.row_storage.bytes
+        storage = SharedRowStorage(access, schedule) if access is not None and schedule.shared else None
+        em = KernelEmitter(plan, schedule, access.reused if access else frozenset(), options, storage)
+        shared_bytes = storage.bytes if storage is not None else 0
         kernel = RowKernel(em)
         kernel.emit()
         shared = [f"  __shared__ {t} {SMEM_NAME[t]}[{kernel.smem_words}];" for t in sorted(kernel.smem_types)]

@@ -102,7 +102,7 @@ class RowKernel:
             em.open(f"for (int k = 0; k < {s.iters}; ++k)")
             em.line(f"const long long rl = {first};")
             em.open(f"if ({self.in_row()}rl < rlen)")
-            em.s.loop = PhaseLoop(phase, "k", frozenset(self.reduced))
+            em.enter_phase_loop(PhaseLoop(phase, "k", frozenset(self.reduced)))
         elif self.split:
             em.open("for (long long rl = (long long)blockIdx.x * blockDim.x + threadIdx.x; rl < rlen; "
                     "rl += (long long)gridDim.x * blockDim.x)")
@@ -120,7 +120,7 @@ class RowKernel:
             last = self.rank - 1
             base = self.r[last].text
             self.lane_idx = [vector_lane(last, j, base if j == 0 else f"({base} + {j})") for j in range(self.vec)]
-            em.lanes = self.lane_idx
+            em.use_vector_lanes(self.lane_idx)
         if self.persistent and phase == 0:
             # The row's other inputs, loaded with the first phase's: all in flight at once.
             for value, _ in self.prefetched:
@@ -129,7 +129,7 @@ class RowKernel:
 
     def close_loop(self) -> None:
         em = self.em
-        em.s.loop = None
+        em.leave_phase_loop()
         em.close()
         if self.block_per_row and not self.split:
             em.close()
@@ -139,7 +139,6 @@ class RowKernel:
     # -- the kernel ----------------------------------------------------------------------
     def emit(self) -> None:
         em, plan = self.em, self.em.plan
-        em.vec = self.vec
         em.line(f"const long long rows = {em.numel(self.domain, self.kept)};")
         em.line(f"const long long rlen = {em.numel(self.domain, self.reduced)};")
         if self.split:
@@ -162,7 +161,7 @@ class RowKernel:
                     "row += (long long)gridDim.x * blockDim.x)")
         o = self.o = em.unravel(self.domain, self.kept, "row", "o")
         if self.persistent:
-            em.buffer_section = em.section()  # the row's loads that later phases read again
+            em.open_row_buffers()  # the row's loads that later phases read again
         # Loads that depend on the row alone (a label, a per-row scale) are read once per row.
         group = min(self.lanes, 32) if self.block_per_row else 0
         em.hoist_here(allowed=set(self.kept), group=group, guard=ROW_OK if self.grouped else "")
@@ -179,10 +178,9 @@ class RowKernel:
                 self.phase(phase, red, o)
         self.store_full(len(reductions), o)
         self.store_row_outputs(o)
-        em.hoist = None
+        em.stop_hoisting()
         em.close()
-        em.vec = 1
-        em.lanes = []
+        em.end_vector_lanes()
         if self.grid_accs:
             self.grid_combined = True
             emit_grid_combine(em, self.grid_accs, self.smem_types, self.store_grid_outputs)
@@ -202,7 +200,7 @@ class RowKernel:
             self.close_loop()
             accs.append((red, acc))
         self.store_full(len(accs), {})
-        em.hoist = None
+        em.stop_hoisting()
         self.grid_combined = True
 
         def last_block() -> None:
@@ -238,7 +236,7 @@ class RowKernel:
         rows = [v for v in plan.outputs if plan.forms.get(v) in (KEEP, DROP)]
         lane0 = self.block_per_row or force_thread0
         if lane0:
-            em.hoist = None  # the row's lane 0 alone stores the row outputs: nothing to share
+            em.stop_hoisting()  # the row's lane 0 alone stores the row outputs: nothing to share
         if not rows and not self.grid_accs:
             return
         if lane0:
@@ -273,7 +271,7 @@ class RowKernel:
         """The row's lanes combine their partials: by shuffles within the group when several
         rows share a block, else across the block (through shared memory)."""
         em = self.em
-        em.needs_sync = True
+        em.require_sync()
         if self.grouped:
             em.line(group)
         else:
@@ -297,7 +295,7 @@ class RowKernel:
         """The reduction's value for the rest of the row, rounded to its dtype."""
         dst = red.result.type.dtype
         result_t = X.COMPUTE_TYPE[dst]
-        self.em.red_regs[red.result] = self.em.tmp(result_t, X.round_expr(f"({result_t}){acc}", dst), "red")
+        self.em.define_result(red.result, self.em.tmp(result_t, X.round_expr(f"({result_t}){acc}", dst), "red"))
 
     def fold_lanes(self, t: str, values: list[str], update: Callable[[str], str], vector_update: str) -> None:
         """One update of the thread's running statistics per element, or, with vector lanes,
