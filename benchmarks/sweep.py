@@ -3,9 +3,9 @@ benchmark case under the schedule the heuristics choose and under a designed set
 each forced with `fd.override_schedule`, so that one GPU session measures what the heuristics
 and the performance model need (how time moves with lanes, rows per block, storage, unroll).
 
-Per case and kernel, the variants are the performance model's best-ranked candidates of a row
-kernel (lowering/schedulers/rows/heuristic.py `ranked`: other lanes, storage, unroll) and a
-pointwise kernel's unroll of 1, 2 and 4. Each variant's outputs must equal the heuristic
+Per case and kernel, the variants are those its scheduler offers autotuning
+(`SchedulerUnit.alternatives`): a row kernel's best-ranked other schedules by the performance
+model (other lanes, storage, unroll), a pointwise kernel's other unrolls. Each variant's outputs must equal the heuristic
 schedule's (the case's tolerance), its kernels carry ptxas's resources and the model's
 prediction, and on a GPU its kernels are timed: CUDA events over replays of the recorded
 launches, inputs rotated past 2x L2, median (benchmarks/gpu.py). Without a GPU the sweep runs
@@ -25,29 +25,19 @@ import time
 from pathlib import Path
 
 from fuser.benchmarks.cases import Case, all_cases, check
-from fuser.lowering.schedulers.pointwise import PointwiseSchedule
-from fuser.lowering.schedulers.rows import RowSchedule
 
 ROW_VARIANTS = 5
-"""Row-kernel variants per kernel besides the heuristic's: the model's best-ranked others."""
+"""Variants per kernel besides the heuristic's (more than autotuning's: the sweep feeds the model)."""
 WARMUP, ITERS = 3, 15
 
 
 def variants(record, device) -> list:
-    """The schedules to try for one kernel (a launch record of the heuristic's run)."""
-    schedule, plan = record.schedule, record.model.plan if record.model else None
-    if isinstance(schedule, RowSchedule) and schedule.block_per_row and not schedule.split:
-        from fuser.lowering.schedulers.rows import planned_problem
-        from fuser.lowering.schedulers.rows.heuristic import ranked
-        from fuser.lowering.schedulers.rows.problem import row_problem
-
-        problem = planned_problem(plan, row_problem(plan, record.model.extents.shape(plan.domain), schedule.vec), device)
-        others = [s.schedule for s in ranked(plan, problem, device)
-                  if dataclasses.replace(s.schedule, min_blocks=0) != dataclasses.replace(schedule, min_blocks=0)]
-        return others[:ROW_VARIANTS]
-    if isinstance(schedule, PointwiseSchedule):
-        return [dataclasses.replace(schedule, unroll=u) for u in (1, 2, 4) if u != schedule.unroll]
-    return []
+    """The schedules to try for one kernel (a launch record of the heuristic's run): what its
+    scheduler offers autotuning (`SchedulerUnit.alternatives`), the best-ranked first."""
+    if record.schedule is None or record.model is None:
+        return []
+    plan = record.model.plan
+    return plan.unit.alternatives(plan, record.schedule, record.model.extents, None, device)[:ROW_VARIANTS]
 
 
 def _kernel_rows(records, device) -> list[dict]:

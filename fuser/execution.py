@@ -47,7 +47,8 @@ class FusionDefinition(Inspection, FusionBuilder):
         self._last_profile = None
 
     def execute(self, inputs: Sequence[object], backend: str | None = None, _disable_options: Sequence[str] = (),
-                *, device=None, profile: bool = False, _enable_options: Sequence[str] = (), print_repro: bool = False):
+                *, device=None, profile: bool = False, _enable_options: Sequence[str] = (), print_repro: bool = False,
+                autotune: bool | None = None):
         """Runs the fusion and returns its outputs as a list.
 
         backend: "reference" runs the numpy interpreter; "cpu" runs the generated CUDA C
@@ -62,6 +63,11 @@ class FusionDefinition(Inspection, FusionBuilder):
         it picks the backend when none is named (cpu → "cpu", a GPU → "cuda").
         profile: time each kernel; `fd.profile()` returns the times (fuser/profiler.py).
         print_repro: print `repro_script_for(inputs)` first.
+        autotune: on a call whose heuristic schedules are new (a new extents bucket, a new GPU),
+        time the schedulers' alternatives on these inputs and keep the fastest, stored in the
+        disk cache for later calls and processes (lowering/execution/autotune.py); values never
+        change. None: the FUSER_AUTOTUNE setting (default off). `last_kernels()[i].tuning` says
+        what tuning found.
         _enable_options / _disable_options: nvFuser's NVFUSER_ENABLE / NVFUSER_DISABLE for this
         call, e.g. _disable_options=["concretize_resize_extents"] (also env FUSER_DISABLE); an
         unknown name is a ValueError naming it (fuser/options.py).
@@ -77,14 +83,15 @@ class FusionDefinition(Inspection, FusionBuilder):
 
             chosen = []
             outputs, self._last_profile = profiled(
-                lambda: self._execute(inputs, backend, _disable_options, device, chosen), self,
+                lambda: self._execute(inputs, backend, _disable_options, device, chosen, autotune), self,
                 lambda: chosen[0].name)
             return outputs
         if self._last_profile is not None:
             self._last_profile = None
-        return self._execute(inputs, backend, _disable_options, device)
+        return self._execute(inputs, backend, _disable_options, device, autotune=autotune)
 
-    def _execute(self, inputs, backend, _disable_options, device, chosen_out: list | None = None) -> list:
+    def _execute(self, inputs, backend, _disable_options, device, chosen_out: list | None = None,
+                 autotune: bool | None = None) -> list:
         torch_outputs = False
         if device is not None or self._without_tensor_inputs():
             backend, torch_outputs = self._placement(device, backend)
@@ -96,7 +103,7 @@ class FusionDefinition(Inspection, FusionBuilder):
         disable = _disable_options if type(_disable_options) is tuple else tuple(_disable_options)
         if self.vector_inputs:
             inputs = self._flat_inputs(inputs)
-        outputs = self._get_executor().execute(inputs, chosen, disable, torch_outputs)
+        outputs = self._get_executor().execute(inputs, chosen, disable, torch_outputs, autotune)
         if not chosen.compiles:
             outputs = self._zero_dim_as_arrays(outputs)
         if chosen.returns_numpy:

@@ -21,6 +21,7 @@ which may not import the lowering; the snapshot only holds its text.)
 | FUSER_DISABLE | comma-separated disable options: concretize_resize_extents, kernel_index_checks | none |
 | FUSER_LOG | comma-separated log channels: recompile, torch | none |
 | FUSER_GPU_PROFILE | the GPU the cpu backend schedules its kernels for: h100 or h200 (lowering/device.py) | h100 |
+| FUSER_AUTOTUNE | 1: a fusion's first call at new schedules times alternatives, keeps the fastest (0 or 1) | 0 |
 | CUDA_HOME, CUDA_PATH | CUDA toolkit folders searched for nvcc and headers | /usr/local/cuda |
 """
 
@@ -104,26 +105,31 @@ def compile_threads() -> int:
     return value or os.cpu_count() or 1
 
 
-def racecheck() -> bool:
-    """FUSER_RACECHECK: build cpu kernels that report races between the threads of a block
-    (lowering/runtime/fuser_cpu_racecheck.h)."""
-    value = os.environ.get("FUSER_RACECHECK")
+def _switch(name: str, meaning: str) -> bool:
+    """A 0/1 variable (unset: 0); `meaning` says what 1 does, in the error of a bad value."""
+    value = os.environ.get(name)
     if value is None:
         return False
     if value.strip() not in ("0", "1"):
-        raise SettingError(f"FUSER_RACECHECK={value!r}: expected 0 or 1 (1 reports data races between the threads "
-                           "of a block of cpu kernels)")
+        raise SettingError(f"{name}={value!r}: expected 0 or 1 (1 {meaning})")
     return value.strip() == "1"
+
+
+def racecheck() -> bool:
+    """FUSER_RACECHECK: build cpu kernels that report races between the threads of a block
+    (lowering/runtime/fuser_cpu_racecheck.h)."""
+    return _switch("FUSER_RACECHECK", "reports data races between the threads of a block of cpu kernels")
+
+
+def autotune() -> bool:
+    """FUSER_AUTOTUNE: a fusion's first call at new heuristic schedules times alternatives and
+    keeps the fastest (lowering/execution/autotune.py) unless `execute(autotune=False)`."""
+    return _switch("FUSER_AUTOTUNE", "autotunes each fusion's kernels on its first call")
 
 
 def memcheck() -> bool:
     """FUSER_MEMCHECK: compile cpu kernels with bounds checks on every global access."""
-    value = os.environ.get("FUSER_MEMCHECK")
-    if value is None:
-        return False
-    if value.strip() not in ("0", "1"):
-        raise SettingError(f"FUSER_MEMCHECK={value!r}: expected 0 or 1 (1 checks every global access of cpu kernels)")
-    return value.strip() == "1"
+    return _switch("FUSER_MEMCHECK", "checks every global access of cpu kernels")
 
 
 def disable() -> str:
@@ -187,6 +193,8 @@ class LaunchSettings(NamedTuple):
     disable: str
     """FUSER_DISABLE's raw text (parsed by passes.concretize)."""
     racecheck: bool = False
+    autotune: bool = False
+    """FUSER_AUTOTUNE: executions autotune unless told (lowering/execution/autotune.py)."""
 
 
 _snapshot: LaunchSettings | None = None
@@ -199,11 +207,15 @@ def launch_settings() -> LaunchSettings:
     return snapshot if snapshot is not None else _take_snapshot()
 
 
+def _read_snapshot() -> LaunchSettings:
+    return LaunchSettings(memcheck(), cpu_threads(), disable(), racecheck(), autotune())
+
+
 def _take_snapshot() -> LaunchSettings:
     global _snapshot
     with _snapshot_lock:
         if _snapshot is None:
-            _snapshot = LaunchSettings(memcheck(), cpu_threads(), disable(), racecheck())
+            _snapshot = _read_snapshot()
         return _snapshot
 
 
@@ -213,7 +225,7 @@ def reload() -> LaunchSettings:
     FUSER_DISABLE takes effect from the next `execute`. Raises SettingError for a bad value
     (the previous snapshot is then kept)."""
     global _snapshot
-    fresh = LaunchSettings(memcheck(), cpu_threads(), disable(), racecheck())
+    fresh = _read_snapshot()
     with _snapshot_lock:
         _snapshot = fresh
     return fresh

@@ -59,7 +59,10 @@ def _counted(node: torch.fx.Node) -> bool:
         node.target != torch.ops.aten.sym_size.int
 
 
-def partition_graph(gm: torch.fx.GraphModule, kind: str) -> tuple[torch.fx.GraphModule, GraphReport]:
+def partition_graph(gm: torch.fx.GraphModule, kind: str, execute_options: dict | None = None
+                    ) -> tuple[torch.fx.GraphModule, GraphReport]:
+    """`execute_options`: keywords every region's `fd.execute` gets (the backend's options:
+    registration.py)."""
     start = time.perf_counter()
     settings.disable(), settings.launch_settings()  # a bad FUSER_* value raises SettingError: not a refused region
     sizes_from_inputs(gm)
@@ -87,7 +90,8 @@ def partition_graph(gm: torch.fx.GraphModule, kind: str) -> tuple[torch.fx.Graph
         gm = fuse_by_partitions(gm, [p.nodes for p in partitions], prefix=REGION_PREFIX, always_return_tuple=True)
     regions = [node.target for node in gm.graph.nodes
                if node.op == "call_module" and node.target.startswith(REGION_PREFIX)]
-    built = [_build(gm, attr, f"{kind}.{attr}", region_ops[int(attr[len(REGION_PREFIX):])]) for attr in regions]
+    built = [_build(gm, attr, f"{kind}.{attr}", region_ops[int(attr[len(REGION_PREFIX):])], execute_options or {})
+             for attr in regions]
     with ThreadPoolExecutor(max_workers=max(1, min(len(built), settings.compile_threads()))) as pool:
         reports = list(pool.map(_compile, built))
     for attr, (region, region_report) in zip(regions, reports):
@@ -226,7 +230,7 @@ def _is_dense(meta) -> bool:
     return True
 
 
-def _build(gm: torch.fx.GraphModule, attr: str, name: str, ops: list[str]):
+def _build(gm: torch.fx.GraphModule, attr: str, name: str, ops: list[str], execute_options: dict):
     """(the region's FusedRegion or None, its report so far)."""
     submodule = getattr(gm, attr)
     try:
@@ -237,7 +241,7 @@ def _build(gm: torch.fx.GraphModule, attr: str, name: str, ops: list[str]):
         raise
     except Exception as error:  # any failure to define the fusion: the partition runs eagerly
         return None, RegionReport(name, ops, refused=f"{type(error).__name__}: {error}")
-    return FusedRegion(name, fd, plan), RegionReport(name, ops)
+    return FusedRegion(name, fd, plan, execute_options), RegionReport(name, ops)
 
 
 def _compile(built) -> tuple[FusedRegion | None, RegionReport]:

@@ -35,9 +35,9 @@ def _enable_env_logging() -> None:
         log.setLevel(logging.INFO)
 
 
-def _graph_compiler(kind: str, reports: list[GraphReport] | None):
+def _graph_compiler(kind: str, reports: list[GraphReport] | None, execute_options: dict):
     def compile_graph(gm: torch.fx.GraphModule, example_inputs):
-        fused, report = partition_graph(gm, kind)
+        fused, report = partition_graph(gm, kind, execute_options)
         if reports is not None:
             reports.append(report)
         log.debug("%s", report)
@@ -47,18 +47,41 @@ def _graph_compiler(kind: str, reports: list[GraphReport] | None):
     return compile_graph
 
 
-def make_backend(reports: list[GraphReport] | None = None) -> Callable:
-    """A Dynamo backend; the report of every graph it compiles is appended to `reports`."""
+BACKEND_OPTIONS = {"autotune": bool}
+"""`torch.compile(..., backend="fuser", options={...})`: each option and the type it takes.
+autotune: every region's kernels autotune on their first call (lowering/execution/autotune.py)."""
+
+
+def backend_options(options: dict | None) -> dict:
+    """The options checked: an unknown name or a wrong type is a ValueError naming it."""
+    options = dict(options or {})
+    for name, value in options.items():
+        if name not in BACKEND_OPTIONS:
+            raise ValueError(f"torch.compile(backend='fuser'): unknown option {name!r}; fuser takes "
+                             f"{', '.join(sorted(BACKEND_OPTIONS))}")
+        if not isinstance(value, BACKEND_OPTIONS[name]):
+            raise ValueError(f"torch.compile(backend='fuser'): option {name!r} takes a "
+                             f"{BACKEND_OPTIONS[name].__name__}, got {value!r}")
+    return options
+
+
+def make_backend(reports: list[GraphReport] | None = None, options: dict | None = None) -> Callable:
+    """A Dynamo backend; the report of every graph it compiles is appended to `reports`;
+    `options` as torch.compile passes them (BACKEND_OPTIONS)."""
     _enable_env_logging()
+    execute_options = backend_options(options)
     return aot_autograd(
-        fw_compiler=_graph_compiler("forward", reports),
-        bw_compiler=_graph_compiler("backward", reports),
-        inference_compiler=_graph_compiler("inference", reports),
+        fw_compiler=_graph_compiler("forward", reports, execute_options),
+        bw_compiler=_graph_compiler("backward", reports, execute_options),
+        inference_compiler=_graph_compiler("inference", reports, execute_options),
         decompositions=fuser_decompositions(),
         partition_fn=min_cut_rematerialization_partition,
     )
 
 
-def fuser_backend(gm: torch.fx.GraphModule, example_inputs):
-    """The `backend="fuser"` entry point."""
-    return make_backend()(gm, example_inputs)
+def fuser_backend(gm: torch.fx.GraphModule, example_inputs, *, options: dict | None = None, mode: str | None = None):
+    """The `backend="fuser"` entry point. `options`: torch.compile's (BACKEND_OPTIONS); `mode`:
+    only the default is taken."""
+    if mode not in (None, "default"):
+        raise ValueError(f"torch.compile(backend='fuser'): mode {mode!r} is not supported (fuser has one mode)")
+    return make_backend(options=options)(gm, example_inputs)

@@ -36,11 +36,13 @@ class RegionStats:
 class FusedRegion(torch.nn.Module):
     """One fusion standing for a partition of the ATen graph."""
 
-    def __init__(self, name: str, fd: FusionDefinition, plan: RegionPlan):
+    def __init__(self, name: str, fd: FusionDefinition, plan: RegionPlan, execute_options: dict | None = None):
         super().__init__()
         self.name = name
         self.fd = fd
         self.plan = plan
+        self.execute_options = dict(execute_options or {})
+        """Keywords of every `fd.execute` (the backend's options, e.g. autotune)."""
         self.stats = RegionStats()
         self.recorded_names: tuple[str, ...] | None = None  # the kernel names stats last recorded
         # Where every output is one of the fusion's (the common case): their indices.
@@ -55,7 +57,7 @@ class FusedRegion(torch.nn.Module):
         self.fd.compile_for(self._inputs(args), **self._placement(args))
 
     def forward(self, *args):
-        outputs = self.fd.execute(self._inputs(args), **self._placement(args))
+        outputs = self.fd.execute(self._inputs(args), **self._placement(args), **self.execute_options)
         self._record()
         if self.fusion_outputs is not None:
             return tuple(outputs[i] for i in self.fusion_outputs)

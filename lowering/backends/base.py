@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import statistics
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Sequence
 from typing import ClassVar, Protocol
@@ -68,6 +70,16 @@ class KernelBackend(Backend):
         """What, besides the source, changes the binaries built now (a checked build, say):
         compiled kernels are reused only within one variant."""
         return ()
+
+    def time_calls(self, fn, reps: int) -> float:
+        """Median seconds of `reps` calls of `fn` (its launches complete before it returns on
+        this backend: wall time; the cuda backend times the GPU with events)."""
+        times = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
 
     @property
     def device(self) -> DeviceSpec:

@@ -127,6 +127,14 @@ class CudaBackend(KernelBackend):
     def allocator(self, inputs: Sequence[object], torch_outputs: bool = False) -> DeviceMemory:
         return DeviceMemory(inputs, True if torch_outputs else None)
 
+    def time_calls(self, fn, reps: int) -> float:
+        """Median seconds of GPU time of `reps` calls of `fn` (CUDA events, after one warm-up)."""
+        import statistics
+
+        from fuser.lowering.backends.gpu_runtime import time_kernel
+
+        return statistics.median(time_kernel(fn, warmup=1, iters=reps)) * 1e-3
+
     @property
     def device(self):
         from fuser.lowering.backends.gpu_runtime import device_spec

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import itertools
+import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ from fuser_dialect.fusion import the_fusion
 from fuser_dialect.inputs import check_inputs
 from fuser.lowering import settings
 from fuser.lowering.backends import Backend
+from fuser.lowering.execution.autotune import Autotuner
 from fuser.lowering.execution.cache import CacheInfo, FusionCache
 from fuser.lowering.execution.cache_key import make_key
 from fuser.lowering.execution.compiled import build_compiled_fusion
@@ -32,6 +34,9 @@ from fuser.lowering.execution.launch import KernelRecord, Launcher
 from fuser.lowering.execution.call_signature import argument_kinds, signature_function
 from fuser.lowering.execution.launch_plan import MAX_PLANS, LaunchPlan
 from fuser.passes.concretize import kernel_index_checks_enabled, resize_extents_enabled
+
+
+log = logging.getLogger("fuser.autotune")
 
 
 class FusionExecutor:
@@ -50,22 +55,25 @@ class FusionExecutor:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._plans: dict[tuple, LaunchPlan] = {}
+        self._tuner: Autotuner | None = None
         self.schedule_overrides: dict[int, object] = {}
         """Kernel number -> the schedule forced on it (FusionDefinition.override_schedule)."""
         self._overrides_key: tuple = ()
 
     def execute(self, inputs: Sequence[object], backend: Backend, disable: Sequence[str] = (),
-                torch_outputs: bool = False):
+                torch_outputs: bool = False, autotune: bool | None = None):
         """torch_outputs: a fusion without tensor inputs hands back torch tensors (on the cuda
-        backend, allocated by torch on the GPU)."""
+        backend, allocated by torch on the GPU). autotune: time alternative schedules on this
+        call if its heuristic schedules are new (lowering/execution/autotune.py); None:
+        FUSER_AUTOTUNE."""
         if not backend.compiles:
             outputs = backend.run(self.fusion, inputs)
             self._local.last = None
             return outputs
         if backend.on_gpu:
             with backend.context():  # on any thread: pushed for the call, popped after it
-                return self._execute(inputs, backend, disable, torch_outputs)
-        return self._execute(inputs, backend, disable, torch_outputs)
+                return self._execute(inputs, backend, disable, torch_outputs, autotune)
+        return self._execute(inputs, backend, disable, torch_outputs, autotune)
 
     def override_schedule(self, kernel: int, schedule) -> None:
         if not isinstance(kernel, int) or kernel < 0:
@@ -77,13 +85,15 @@ class FusionExecutor:
                 self.schedule_overrides[kernel] = schedule
             self._overrides_key = tuple(sorted(self.schedule_overrides.items(), key=lambda item: item[0]))
 
-    def _execute(self, inputs: Sequence[object], backend: Backend, disable: Sequence[str], torch_outputs: bool):
+    def _execute(self, inputs: Sequence[object], backend: Backend, disable: Sequence[str], torch_outputs: bool,
+                 autotune: bool | None = None):
         snapshot = settings.launch_settings()
+        tuned = snapshot.autotune if autotune is None else autotune
         signature = self.signature(inputs)
         if signature is not None:
             # The forced schedules are part of a launch plan's key: a plan holds its kernels.
-            key = (backend, disable, snapshot, signature[0], self._overrides_key, True) if torch_outputs else \
-                (backend, disable, snapshot, signature[0], self._overrides_key)
+            key = (backend, disable, snapshot, signature[0], self._overrides_key, tuned, True) if torch_outputs else \
+                (backend, disable, snapshot, signature[0], self._overrides_key, tuned)
             plan = self._plans.get(key)
             if plan is not None:
                 outputs, counts = plan.run(inputs, signature[1])
@@ -92,7 +102,7 @@ class FusionExecutor:
                 return outputs
         else:
             key = None
-        return self._execute_full(inputs, backend, disable, snapshot, key, signature, torch_outputs)
+        return self._execute_full(inputs, backend, disable, snapshot, key, signature, torch_outputs, tuned)
 
     def prepare(self, inputs: Sequence[object], backend: Backend, disable: Sequence[str] = ()) -> None:
         """Everything the first `execute` of these inputs does before launching — input checks,
@@ -106,9 +116,10 @@ class FusionExecutor:
             return
         self._compile(check_inputs(self.fusion, inputs), backend, disable, with_index_checks=False)
 
-    def _compile(self, checked, backend, disable, with_index_checks: bool = True):
+    def _compile(self, checked, backend, disable, with_index_checks: bool = True, tuned: dict | None = None):
         """(the bound index checks, the cache key, the compiled fusion, its extents, its kernels)
-        of checked inputs, compiling what is not cached yet."""
+        of checked inputs, compiling what is not cached yet; `tuned`: schedules autotuning chose
+        (the forced ones, fd.override_schedule, come first)."""
         resize_extents = resize_extents_enabled(disable)
         shapes, scalars = runtime_arguments(self.plan, checked)
         source_extents = self.plan.evaluate(shapes, scalars)
@@ -122,7 +133,8 @@ class FusionExecutor:
             key, lambda: build_compiled_fusion(self.module, shapes, scalars, backend, resize_extents)
         )
         extents = compiled.extent_plan.evaluate(shapes, scalars)
-        kernels, compiled_now = compiled.kernels_for(compiled.schedules(extents, checked, self.schedule_overrides),
+        overrides = {**(tuned or {}), **self.schedule_overrides}
+        kernels, compiled_now = compiled.kernels_for(compiled.schedules(extents, checked, overrides),
                                                      kernel_index_checks_enabled(disable))
         with self._lock:
             if compiled_now:
@@ -131,13 +143,18 @@ class FusionExecutor:
                 self._reuses += 1
         return index_checks, key, compiled, extents, kernels
 
-    def _execute_full(self, inputs, backend, disable, snapshot, plan_key, signature, torch_outputs=False):
+    def _execute_full(self, inputs, backend, disable, snapshot, plan_key, signature, torch_outputs=False,
+                      autotune: bool = False):
         checked = check_inputs(self.fusion, inputs)
-        index_checks, key, compiled, extents, kernels = self._compile(checked, backend, disable)
+        tuning = self._autotune(inputs, checked, backend, disable, torch_outputs) if autotune else None
+        index_checks, key, compiled, extents, kernels = self._compile(
+            checked, backend, disable, tuned=tuning.overrides if tuning is not None else None)
         memory = backend.allocator(inputs, torch_outputs)
         if compiled.launch_facts.has_index_ops:
             memory.before_call(compiled.index_records)  # a fault an earlier call's kernels recorded
         outputs, records, launches = Launcher(compiled, kernels, extents, checked, memory).run(backend)
+        if tuning is not None and tuning.kernels:
+            records = [dataclasses.replace(r, tuning=tuning.kernels.get(i)) for i, r in enumerate(records)]
         self._local.last = (compiled, None, records)
         # FUSER_DISABLE changed without settings.reload(): this call's decisions do not match the
         # snapshot the key holds, so no plan is stored under it.
@@ -149,6 +166,30 @@ class FusionExecutor:
                     self._plans.pop(next(iter(self._plans)))
                 self._plans[plan_key] = plan
         return outputs
+
+    def _autotune(self, inputs, checked, backend, disable, torch_outputs):
+        """The schedules autotuning picks for this call (computed on the first call whose
+        heuristic schedules are new; lowering/execution/autotune.py), or None when a tuning run
+        fails as the call itself will (the call then raises it)."""
+        _, key, compiled, extents, _ = self._compile(checked, backend, disable, with_index_checks=False)
+        index_checks = kernel_index_checks_enabled(disable)
+
+        def run(overrides: dict):
+            kernels, _ = compiled.kernels_for(compiled.schedules(extents, checked, overrides), index_checks)
+            memory = backend.allocator(inputs, torch_outputs)
+            if compiled.launch_facts.has_index_ops:
+                memory.before_call(compiled.index_records)
+            outputs, _, _ = Launcher(compiled, kernels, extents, checked, memory).run(backend)
+            return outputs
+
+        with self._lock:
+            if self._tuner is None:
+                self._tuner = Autotuner(str(self.module))
+        try:
+            return self._tuner.tune(compiled, extents, checked, backend, key, dict(self.schedule_overrides), run)
+        except Exception as e:  # the heuristic's own run failed: the call reports it, not tuning
+            log.info("autotune: not tuned (%s: %s)", type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+            return None
 
     def _forget_plans_of(self, cache_key) -> None:
         """The cache evicted `cache_key`'s compiled fusion: its plans go too (they hold it)."""

@@ -141,6 +141,9 @@ class KernelRecord:
     """The scheduler unit's schedule (its `describe()` says every decision); None for a host segment."""
     model: object = field(default=None, repr=False, compare=False)
     """What `performance()` models (lowering/execution/performance_report.py ModelInputs)."""
+    tuning: object = None
+    """When the call autotuned: what it found for this kernel (autotune.KernelTuning: the
+    heuristic's schedule and the chosen one, their times, `speedup`), else None."""
 
     def performance(self, device="h100"):
         """The performance model's view of this launch on `device` (a profile name, "h100" or

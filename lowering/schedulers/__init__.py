@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from fuser.lowering.schedulers.base import Candidate, KernelBody, SchedulerUnit, Verdict
 from fuser.lowering.schedulers.inner_persistent import InnerPersistentScheduler
-from fuser.lowering.schedulers.pointwise import PointwiseScheduler
+from fuser.lowering.schedulers.pointwise import PointwiseSchedule, PointwiseScheduler
 from fuser.lowering.schedulers.reduction import ReductionScheduler
-from fuser.lowering.schedulers.scan import ScanScheduler
+from fuser.lowering.schedulers.rows import RowSchedule
+from fuser.lowering.schedulers.scan import ScanSchedule, ScanScheduler
 
 SCHEDULERS: tuple[SchedulerUnit, ...] = (
     ScanScheduler(),  # first: the others refuse a scan quoting its reason (classify keeps the last refusal)
@@ -17,6 +18,8 @@ SCHEDULERS: tuple[SchedulerUnit, ...] = (
     InnerPersistentScheduler(),
 )
 _BY_NAME = {unit.name: unit for unit in SCHEDULERS}
+SCHEDULE_TYPES = {cls.__name__: cls for cls in (PointwiseSchedule, RowSchedule, ScanSchedule)}
+"""Every schedule type by name (a stored autotuning choice names its type)."""
 
 
 def scheduler_named(name: str) -> SchedulerUnit:
@@ -35,4 +38,5 @@ def classify(candidate: Candidate) -> Verdict:
     return refusal
 
 
-__all__ = ["SCHEDULERS", "Candidate", "KernelBody", "SchedulerUnit", "Verdict", "classify", "scheduler_named"]
+__all__ = ["SCHEDULERS", "SCHEDULE_TYPES", "Candidate", "KernelBody", "PointwiseSchedule", "RowSchedule",
+           "SchedulerUnit", "Verdict", "classify", "scheduler_named"]

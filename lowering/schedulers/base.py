@@ -100,6 +100,11 @@ class SchedulerUnit(ABC):
             raise ValueError(f"override_schedule: kernel {plan.index} ({self.name}) takes a {expected.__name__}, "
                              f"got {type(schedule).__name__}")
 
+    def alternatives(self, plan: KernelPlan, schedule, extents, arrays: dict | None, device: DeviceSpec) -> list:
+        """Schedules worth timing against `schedule` (the heuristic's) for this call, most
+        promising first: what autotuning and the GPU sweep try. None by default."""
+        return []
+
     def traffic(self, plan: KernelPlan, schedule, extents, device: DeviceSpec, ctas_per_sm: int) -> Traffic | None:
         """What one launch moves and keeps in flight, for the performance model
         (lowering/schedulers/performance.py); None: the unit does not model it."""

@@ -124,6 +124,11 @@ class PointwiseScheduler(SchedulerUnit):
             gy = max(gy, min(math.ceil(outer / u), MAX_GRID, target))
         return gx, gy, len(shapes)
 
+    def alternatives(self, plan: KernelPlan, schedule: PointwiseSchedule, extents, arrays: dict | None,
+                     device: DeviceSpec) -> list[PointwiseSchedule]:
+        """Other unrolls of the same loops."""
+        return [dataclasses.replace(schedule, unroll=u) for u in (2, 1, 4) if u != schedule.unroll]
+
     def traffic(self, plan: KernelPlan, schedule: PointwiseSchedule, extents, device: DeviceSpec,
                 ctas_per_sm: int) -> Traffic:
         """Each input and output once (loads hoisted out of the outer loop, or re-read by other

@@ -157,3 +157,21 @@ def dram_bytes(record) -> int:
     """The DRAM traffic the performance model counts for a launch record on an H100: each
     tensor once, plus re-reads L2 no longer holds (a weight every row re-reads counts once)."""
     return record.dram_bytes("h100")
+
+
+def softmax_fusion():
+    """softmax over the last dim of a dynamic 2-d f32 tensor: the row kernel tests use it."""
+    from fuser import DataType, FusionDefinition
+
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
+        m = fd.ops.max(x, dims=[1], keepdim=True)
+        e = fd.ops.exp(fd.ops.sub(x, m))
+        fd.add_output(fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True)))
+    return fd
+
+
+def softmax_expected(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+

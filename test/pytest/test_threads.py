@@ -7,21 +7,7 @@ import threading
 
 import numpy as np
 
-from fuser import DataType, FusionDefinition
-
-
-def _softmax() -> FusionDefinition:
-    with FusionDefinition() as fd:
-        x = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
-        m = fd.ops.max(x, dims=[1], keepdim=True)
-        e = fd.ops.exp(fd.ops.sub(x, m))
-        fd.add_output(fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True)))
-    return fd
-
-
-def _reference(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
+from lowering_checks import softmax_expected as _reference, softmax_fusion as _softmax
 
 
 def test_threads_on_a_fresh_definition_share_one_executor_and_one_compilation():

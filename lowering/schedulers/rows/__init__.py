@@ -25,7 +25,7 @@ from fuser.lowering.schedulers.grid import SMEM_NAME, shared_declarations
 from fuser.lowering.schedulers.performance import Resources, Traffic
 from fuser.lowering.schedulers.rows.classify import RowVerdict, row_verdict, shape_form
 from fuser.lowering.schedulers.rows.emit import RowKernel
-from fuser.lowering.schedulers.rows.heuristic import SCORED_ROWS_PER_SM, plan_row_schedule
+from fuser.lowering.schedulers.rows.heuristic import SCORED_ROWS_PER_SM, plan_row_schedule, ranked
 from fuser.lowering.schedulers.rows.problem import (SPLIT_BLOCK, SPLIT_BLOCKS_PER_SM, SPLIT_ELEMENTS_PER_THREAD, RowProblem,
                                                    estimated_resources, row_problem, row_vector_width, traffic)
 from fuser.lowering.schedulers.rows.schedule import RowSchedule
@@ -146,6 +146,19 @@ class RowScheduler(SchedulerUnit):
             shared.append(f"  FUSER_DYNAMIC_SHARED(double, {SharedRowStorage.BASE});")
         return KernelBody(em.text(), shared, tuple(em.params.values()), em.needs_sync, shared_bytes,
                           schedule.min_blocks)
+
+    def alternatives(self, plan: KernelPlan, schedule: RowSchedule, extents, arrays: dict | None,
+                     device: DeviceSpec) -> list[RowSchedule]:
+        """The schedules the performance model ranks next after this one (other lanes, storage,
+        unroll), each valid for this call."""
+        if not schedule.block_per_row or schedule.split:
+            return []
+        assert plan.domain is not None
+        shape = extents.shape(plan.domain)
+        problem = planned_problem(plan, row_problem(plan, shape, schedule.vec), device)
+        unbound = dataclasses.replace(schedule, min_blocks=0)
+        return [s.schedule for s in ranked(plan, problem, device)
+                if dataclasses.replace(s.schedule, min_blocks=0) != unbound]
 
     def traffic(self, plan: KernelPlan, schedule: RowSchedule, extents, device: DeviceSpec, ctas_per_sm: int) -> Traffic:
         assert plan.domain is not None
