@@ -8,6 +8,11 @@ round trip, what fuser-opt does), passes (concretize + fuser-preseg), segment, e
 of every kernel), reference (the numpy interpreter on a tiny input). The host C++ compile of
 the cpu backend is g++'s, not ours: `--compile` adds it for information.
 
+`--paths N` times the two ways an N-op fusion arrives, stage by stage (best of two runs), for a
+pointwise chain and a mixed chain (casts, broadcasts, a row reduction every 300 ops): fuser-opt
+(parse, verify after the parse and after each pass, fuser-preseg, segment, print) and the
+Python API (define, fuser-preseg, segment), as docs/benchmarks.md quotes them for N = 20,000.
+
 Never part of the test run.
 """
 
@@ -46,6 +51,73 @@ def reduction_chain(n: int) -> FusionDefinition:
             v = fd.ops.sub(v, fd.ops.max(v, [1], keepdim=True))
         fd.add_output(v)
     return fd
+
+
+def mixed_chain(n: int) -> FusionDefinition:
+    """Casts that fold (f32 -> f16 -> f32), a broadcast bias, pointwise ops, and every 300 ops a
+    row reduction: what the pre-segmentation passes and the segmenter have work on."""
+    with FusionDefinition("mixed") as fd:
+        x = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
+        bias = fd.define_tensor(shape=[-1], dtype=DataType.Float)
+        v, count = x, 0
+        while count < n:
+            v = fd.ops.cast(fd.ops.cast(fd.ops.mul(v, 0.5), DataType.Half), DataType.Float)
+            v = fd.ops.neg(fd.ops.add(v, fd.ops.broadcast_in_dim(bias, shape=fd.ops.shape(v), broadcast_dims=[1])))
+            count += 6
+            if count % 300 == 0:
+                v = fd.ops.sub(v, fd.ops.max(v, [1], keepdim=True))
+                count += 2
+        fd.add_output(v)
+    return fd
+
+
+def arrival_paths(build: Callable[[int], FusionDefinition], n: int) -> dict[str, float]:
+    """Seconds per stage of the two ways an n-op fusion arrives: fuser-opt's (text) and the
+    Python API's (builder)."""
+    import io
+
+    from xdsl.parser import Parser
+    from xdsl.printer import Printer
+
+    from fuser.passes.registry import get_pass
+    from fuser_dialect.fusion import make_context
+
+    times: dict[str, float] = {}
+
+    def stage(name: str, fn: Callable):
+        start = time.perf_counter()
+        result = fn()
+        times[name] = times.get(name, 0.0) + time.perf_counter() - start
+        return result
+
+    text = str(build(n))
+    ctx = make_context()
+    module = stage("fuser-opt: parse", lambda: Parser(ctx, text).parse_module())
+    for name in ("fuser-preseg", "segment"):
+        stage("fuser-opt: verify (x3)", module.verify)
+        stage(f"fuser-opt: {name}", lambda: get_pass(name)().apply(ctx, module))
+    stage("fuser-opt: verify (x3)", module.verify)
+    stage("fuser-opt: print", lambda: Printer(stream=io.StringIO()).print_op(module))
+    fd = stage("API: define (verifies once)", lambda: build(n))
+    built = fd.module.clone()
+    stage("API: fuser-preseg", lambda: get_pass("fuser-preseg")().apply(ctx, built))
+    stage("API: segment", lambda: get_pass("segment")().apply(ctx, built))
+    return times
+
+
+def paths_report(n: int) -> list[str]:
+    lines = [f"### {n} ops: fuser-opt and the Python API, seconds (best of 2)", "",
+             "| stage | pointwise chain | mixed chain |", "|---|---|---|"]
+    columns = []
+    for build in (pointwise_chain, mixed_chain):
+        runs = [arrival_paths(build, n) for _ in range(2)]
+        columns.append({stage: min(r[stage] for r in runs) for stage in runs[0]})
+    for stage in columns[0]:
+        lines.append(f"| {stage} | " + " | ".join(f"{c[stage]:.2f}" for c in columns) + " |")
+    for path in ("fuser-opt", "API"):
+        totals = [sum(v for k, v in c.items() if k.startswith(path + ":")) for c in columns]
+        lines.append(f"| **{path}, all stages** | " + " | ".join(f"**{t:.2f}**" for t in totals) + " |")
+    return lines + [""]
 
 
 def _stages(build: Callable[[int], FusionDefinition], n: int, compile_too: bool) -> dict[str, float]:
@@ -120,7 +192,13 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="smaller sizes (up to 3000 / 300 ops)")
     p.add_argument("--compile", action="store_true", help="also run the cpu backend (g++ compile included)")
+    p.add_argument("--paths", type=int, metavar="N", help="only the stages of fuser-opt and the Python API at N ops")
     args = p.parse_args(argv)
+    if args.paths is not None:
+        if args.paths < 1:
+            p.error("--paths takes a number of ops >= 1")
+        print("\n".join(paths_report(args.paths)))
+        return 0
     pointwise = POINTWISE_SIZES[:-1] if args.quick else POINTWISE_SIZES
     reductions = REDUCTION_SIZES[:-1] if args.quick else REDUCTION_SIZES
     sys.setrecursionlimit(1000)  # the default: nothing may depend on deep recursion

@@ -25,9 +25,7 @@ from dataclasses import dataclass
 from xdsl.dialects import builtin
 from xdsl.passes import Context, ModulePass
 from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -36,6 +34,7 @@ from fuser_dialect.ops_compute import ReductionOp
 from fuser_dialect.ops_layout import BroadcastOp, SqueezeOp
 from fuser_dialect.types import BROADCAST, TensorType
 from fuser.passes.fusion_outputs import may_forward
+from fuser.passes.rewrite_driver import rewrite_module
 
 
 class BroadcastDimsLeaveReductions(RewritePattern):
@@ -82,5 +81,4 @@ class RemoveBroadcastReductionPass(ModulePass):
     name = "remove-broadcast-reduction"
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
-        PatternRewriteWalker(GreedyRewritePatternApplier([BroadcastDimsLeaveReductions()]),
-                             apply_recursively=True).rewrite_module(op)
+        rewrite_module(op, [BroadcastDimsLeaveReductions()], dce=True)

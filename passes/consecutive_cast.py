@@ -38,9 +38,7 @@ from xdsl.dialects import builtin
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import Context, ModulePass
 from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -49,6 +47,7 @@ from fuser_dialect.ops_compute import CastOp
 from fuser_dialect.ops_layout import ReshapeOp, SqueezeOp
 from fuser_dialect.types import TensorType
 from fuser.passes.fusion_outputs import erase_dead, has_single_use, may_forward
+from fuser.passes.rewrite_driver import rewrite_module
 
 _FLOAT_BITS = {"bf16": 16, "f16": 16, "f32": 32, "f64": 64}
 _INT_BITS = {"i32": 32, "i64": 64}
@@ -180,7 +179,4 @@ class ConsecutiveCastPass(ModulePass):
     name = "consecutive-cast"
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
-        PatternRewriteWalker(
-            GreedyRewritePatternApplier([FoldCastChain(), MoveNarrowingCastAboveMeta()], dce_enabled=False),
-            apply_recursively=True,
-        ).rewrite_module(op)
+        rewrite_module(op, [FoldCastChain(), MoveNarrowingCastAboveMeta()])

@@ -25,9 +25,7 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -39,6 +37,7 @@ from fuser_dialect.ops_factory import DimOp, FullOp
 from fuser_dialect.ops_layout import SqueezeOp
 from fuser_dialect.ops_welford import WelfordOp, WelfordStat, accumulation_dtype
 from fuser_dialect.types import DYNAMIC, TensorType
+from fuser.passes.rewrite_driver import rewrite_module
 
 
 def _siblings(op: WelfordOp) -> list[WelfordOp]:
@@ -166,5 +165,4 @@ class DecomposeWelfordPass(ModulePass):
     name = "decompose-welford"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        walker = PatternRewriteWalker(GreedyRewritePatternApplier([DecomposeWelford()]), apply_recursively=False)
-        walker.rewrite_module(op)
+        rewrite_module(op, [DecomposeWelford()], apply_recursively=False, dce=True)

@@ -17,9 +17,7 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import Float64Type, FloatAttr, IntegerAttr, ModuleOp, i64
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -32,6 +30,7 @@ from fuser_dialect.ops_layout import BroadcastInDimOp
 from fuser_dialect.types import BROADCAST, DYNAMIC, FLOAT_DTYPES, TensorType
 from fuser.passes.fusion_outputs import has_single_use
 from fuser.passes.gather_to_take_along_axis import statically_exact
+from fuser.passes.rewrite_driver import rewrite_module
 
 
 def _exact(op: GatherOp | TakeAlongAxisOp) -> bool:
@@ -81,4 +80,4 @@ class GatherSumToOneHotPass(ModulePass):
     name = "gather-sum-to-one-hot"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(GreedyRewritePatternApplier([GatherSumToOneHot()])).rewrite_module(op)
+        rewrite_module(op, [GatherSumToOneHot()], dce=True)

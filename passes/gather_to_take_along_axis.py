@@ -15,9 +15,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -26,6 +24,7 @@ from fuser_dialect import shape_rules as rules
 from fuser_dialect.fusion import fusion_funcs
 from fuser_dialect.ops_gather import GatherOp, TakeAlongAxisOp
 from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType
+from fuser.passes.rewrite_driver import rewrite_module
 
 
 def statically_exact(op: GatherOp) -> bool:
@@ -72,9 +71,7 @@ class GatherToTakeAlongAxisPass(ModulePass):
                 raise ValueError(f"gather-to-take-along-axis: exact={list(self.exact)} names gather {bad[0]}, "
                                  f"but @{f.sym_name.data} has {len(gathers)} gathers")
             chosen = frozenset(gathers[k] for k in self.exact)
-            walker = PatternRewriteWalker(GreedyRewritePatternApplier([GatherToTakeAlongAxis(chosen)]),
-                                          apply_recursively=False)
-            walker.rewrite_module(op)
+            rewrite_module(op, [GatherToTakeAlongAxis(chosen)], apply_recursively=False, dce=True)
 
 
 def exact_gathers_at_run_time(fusion, extents) -> tuple[int, ...]:

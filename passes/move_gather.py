@@ -11,9 +11,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -23,6 +21,7 @@ from fuser_dialect.ops_compute import CastOp, UnaryOp
 from fuser_dialect.ops_gather import TakeAlongAxisOp
 from fuser_dialect.types import TensorType
 from fuser.passes.fusion_outputs import has_single_use
+from fuser.passes.rewrite_driver import rewrite_module
 
 
 class MoveTakeAlongAxisAboveUnary(RewritePattern):
@@ -48,4 +47,4 @@ class MoveGatherPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         # The greedy applier also erases the unary op left without uses.
-        PatternRewriteWalker(GreedyRewritePatternApplier([MoveTakeAlongAxisAboveUnary()])).rewrite_module(op)
+        rewrite_module(op, [MoveTakeAlongAxisAboveUnary()], dce=True)

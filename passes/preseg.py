@@ -8,7 +8,8 @@ gather-to-take-along-axis turns statically exact gathers into take_along_axis (t
 concretization also converts the gathers found exact at run time), and move-gather then
 picks the looked-up values from before a unary op or cast, so cross-entropy reads its bf16
 logits directly. The second remove-bcast-squeeze catches broadcast/squeeze pairs that only meet once cast
-chains between them are folded. `dce` (xDSL's) drops ops left without uses. xDSL's
+chains between them are folded. `dce` drops ops left without uses (one sweep of each fusion's
+block: passes/dead_ops.py; xDSL's `dce` computes the same in several). xDSL's
 `canonicalize` and `cse` are not part of it: the fuser patterns above do the cleanup this
 stage needs, and cse would merge values that a later stage may want apart (outputs).
 decompose-welford comes first: what it builds (casts, squeezes) is what the others clean up;
@@ -23,11 +24,11 @@ from dataclasses import dataclass
 
 from xdsl.dialects import builtin
 from xdsl.passes import Context, ModulePass
-from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
 from fuser.passes.allocation_order import AllocationOrderInferencePass
 from fuser.passes.broadcast_reduction import RemoveBroadcastReductionPass
 from fuser.passes.consecutive_cast import ConsecutiveCastPass
+from fuser.passes.dead_ops import erase_dead_ops
 from fuser.passes.decompose_welford import DecomposeWelfordPass
 from fuser.passes.gather_to_take_along_axis import GatherToTakeAlongAxisPass
 from fuser.passes.move_gather import MoveGatherPass
@@ -52,4 +53,4 @@ class PresegPass(ModulePass):
         GatherToTakeAlongAxisPass().apply(ctx, op)
         MoveGatherPass().apply(ctx, op)
         AllocationOrderInferencePass().apply(ctx, op)
-        DeadCodeElimination().apply(ctx, op)
+        erase_dead_ops(op)

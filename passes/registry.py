@@ -1,4 +1,6 @@
-"""The registry of pass names (fixed names: see DESIGN.md). Modules load lazily."""
+"""The registry of pass names. The names are a fixed contract (scripts and pipelines outside the
+repository use them: the pass table under README.md#fuser-opt, and docs/README.md); modules
+load lazily."""
 
 from __future__ import annotations
 

@@ -43,9 +43,7 @@ from xdsl.dialects import builtin
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import Context, ModulePass
 from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -56,6 +54,7 @@ from fuser_dialect.ops_compute import BinaryOp, CastOp, UnaryOp, WhereOp
 from fuser_dialect.ops_layout import BroadcastInDimOp, BroadcastOp, SqueezeOp
 from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType
 from fuser.passes.fusion_outputs import erase_dead, has_single_use, may_forward
+from fuser.passes.rewrite_driver import rewrite_module
 
 PRESERVE, SQUEEZE, BCAST = "P", "S", "B"
 
@@ -338,7 +337,4 @@ class RemoveBcastSqueezePass(ModulePass):
         patterns: list[RewritePattern] = [RemoveIdentityReplaceable(), MergeReplaceablePair()]
         if self.swap_unary:
             patterns.append(SwapUnaryAboveReplaceable())
-        PatternRewriteWalker(
-            GreedyRewritePatternApplier(patterns, dce_enabled=False),
-            apply_recursively=True,
-        ).rewrite_module(op)
+        rewrite_module(op, patterns)

@@ -45,6 +45,7 @@ class Segmenter:
         ret = fusion.body.block.last_op
         assert isinstance(ret, func.ReturnOp)
         self.returned = set(ret.arguments)
+        self._verdicts: dict[tuple, Verdict] = {}
 
     # -- outputs ------------------------------------------------------------------
     def outputs(self, seg: Sequence[Operation], pessimistic: bool) -> list[SSAValue]:
@@ -58,8 +59,17 @@ class Segmenter:
                 outs.append(v)
         return outs
 
-    def classify(self, seg: Sequence[Operation], outputs: Sequence[SSAValue]) -> Verdict:
-        return classify(Candidate(seg, outputs, self.sym))
+    def classify(self, seg: Sequence[Operation], outputs: Sequence[SSAValue], remember: bool = False) -> Verdict:
+        """remember: keep the verdict for a later question about the same ops and outputs (_finish
+        asks again about each kernel found; on a big fusion a whole-fusion verdict costs a pass
+        over it). The greedy search's trials are not kept: they would hold O(n^2) ops."""
+        key = (tuple(seg), tuple(outputs))
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            verdict = classify(Candidate(seg, outputs, self.sym))
+            if remember:
+                self._verdicts[key] = verdict
+        return verdict
 
     # -- the algorithm --------------------------------------------------------------
     def plan(self) -> list[KernelPlan]:
@@ -71,14 +81,14 @@ class Segmenter:
 
     def kernel_segments(self, ops: list[Operation]) -> list[tuple[list[Operation], Verdict, str]]:
         """Kernels for `ops` (all of the fusion's, or one stage's between host segments)."""
-        whole = self.classify(ops, self.outputs(ops, pessimistic=True))
+        whole = self.classify(ops, self.outputs(ops, pessimistic=True), remember=True)
         if whole.ok:
             return [(ops, whole, "")]
         segments: list[tuple[list[Operation], Verdict, str]] = []
         for k, component in enumerate(self._components(ops)):
             # Why this group is not in the previous kernel: the whole fusion was refused.
             reason = f"split before {component[0].name}: {whole.reason}" if k else ""
-            verdict = self.classify(component, self.outputs(component, pessimistic=True))
+            verdict = self.classify(component, self.outputs(component, pessimistic=True), remember=True)
             if verdict.ok:
                 segments.append((component, verdict, reason))
             else:

@@ -1,4 +1,4 @@
-"""The import layering of the packages (DESIGN.md): data flows one way, and nothing below the
+"""The import layering of the packages (docs/architecture.md#the-layout): data flows one way, and nothing below the
 public package imports upward. Checked on the source (lazy imports inside functions count)."""
 
 from __future__ import annotations
