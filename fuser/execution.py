@@ -16,7 +16,7 @@ from xdsl.ir import BlockArgument
 from fuser.inspection import Inspection, program_text
 from fuser.options import check_options
 from fuser_dialect.builder import FusionBuilder
-from fuser_dialect.inputs import is_torch_tensor
+from fuser_dialect.inputs import arg_label, is_torch_tensor
 from fuser_dialect.types import TensorType, numpy_dtype
 
 
@@ -103,6 +103,8 @@ class FusionDefinition(Inspection, FusionBuilder):
         disable = _disable_options if type(_disable_options) is tuple else tuple(_disable_options)
         if self.vector_inputs:
             inputs = self._flat_inputs(inputs)
+        if self.aliases:
+            self._check_alias_targets(inputs)
         outputs = self._get_executor().execute(inputs, chosen, disable, torch_outputs, autotune)
         if not chosen.compiles:
             outputs = self._zero_dim_as_arrays(outputs)
@@ -201,6 +203,15 @@ class FusionDefinition(Inspection, FusionBuilder):
         types = self.fusion.function_type.outputs.data
         return [np.asarray(o) if isinstance(o, np.generic) and isinstance(t, TensorType) else o
                 for o, t in zip(outputs, types)]
+
+    def _check_alias_targets(self, inputs: Sequence[object]) -> None:
+        """Refuses, before any kernel runs, an alias_input whose input cannot take the output's
+        values (numpy or torch would refuse the copy only after the kernels ran)."""
+        for k, arg in self.aliases.items():
+            why = unwritable(inputs[arg]) if arg < len(inputs) else None  # a missing input: check_inputs says so
+            if why is not None:
+                raise ValueError(f"output {k} (alias_input of {arg_label(self.fusion, arg)}) cannot be written into "
+                                 f"input {arg}: {why}")
 
     def _write_aliases(self, outputs: list, inputs: Sequence[object]) -> list:
         """Writes each alias_input output into its input's buffer (`inputs`: one per argument);
@@ -338,6 +349,25 @@ def like_inputs(outputs, inputs):
         else:
             result.append(torch.from_numpy(o))
     return result
+
+
+def unwritable(target) -> str | None:
+    """Why an input buffer cannot receive an output in place, or None: a read-only numpy array,
+    or a view with a stride-0 dim (expand, broadcast_to), whose elements along it are one."""
+    if isinstance(target, np.ndarray) and not target.flags.writeable:
+        return "it is a read-only numpy array (writeable=False); pass a writeable copy (np.array(x))"
+    if not (isinstance(target, np.ndarray) or is_torch_tensor(target)):
+        return None
+    shape = tuple(target.shape)
+    if 0 in shape:  # no element to write (numpy and torch give such arrays stride 0 freely)
+        return None
+    strides = target.strides if isinstance(target, np.ndarray) else target.stride()
+    shared = next((d for d, (n, s) in enumerate(zip(shape, strides)) if s == 0 and n > 1), None)
+    if shared is None:
+        return None
+    copy = "np.array(x)" if isinstance(target, np.ndarray) else "x.contiguous()"
+    return (f"it has stride 0 along dim {shared} (an expanded view: its {target.shape[shared]} elements there are one "
+            f"in memory); pass a copy that owns its elements ({copy})")
 
 
 def write_into(target, value, what: str) -> None:

@@ -65,3 +65,21 @@ class MemcheckError(LaunchError, IndexError):
         self.param = param
         self.index = index
         self.extent = extent
+
+
+class IndexRangeError(FuserError, IndexError):
+    """An index of a gather, take_along_axis, index_select or scatter outside the extent it
+    indexes, found by the host's check before launch or by the in-kernel check.
+
+    op: the op as the fusion's author wrote it ("fuser.gather", also where the compiled fusion
+    turned it into a take_along_axis); site: its position among the index ops of the author's
+    fusion (None where the compiled fusion cannot tell which it was); dim: the dim it indexes;
+    index: the offending value; extent: that dim's extent."""
+
+    def __init__(self, message: str, *, op: str, site: int | None, dim: int, index: int, extent: int):
+        super().__init__(message)
+        self.op = op
+        self.site = site
+        self.dim = dim
+        self.index = index
+        self.extent = extent

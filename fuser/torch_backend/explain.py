@@ -27,13 +27,16 @@ def _leaves(fn, args) -> list[torch.Tensor]:
     return leaves
 
 
-def explain(fn, *args, dynamic: bool | None = None, backward: bool = True, quiet: bool = False, **kwargs) -> Explanation:
+def explain(fn, *args, dynamic: bool | None = None, backward: bool = True, quiet: bool = False,
+            options: dict | None = None, **kwargs) -> Explanation:
     """Compiles `fn` with backend="fuser", calls it on args (and runs the backward of the sum
     of its outputs that require grad, unless backward=False), prints and returns the record.
-    Resets Dynamo first (torch._dynamo.reset()), so fn is traced afresh for this backend."""
+    Resets Dynamo first (torch._dynamo.reset()), so fn is traced afresh for this backend.
+    options: the backend's, as torch.compile takes them (e.g. {"autotune": True}: the record
+    then says, per kernel, what tuning chose and by how much it beat the heuristic)."""
     reports: list[GraphReport] = []
     torch._dynamo.reset()
-    compiled = torch.compile(fn, backend=make_backend(reports), dynamic=dynamic)
+    compiled = torch.compile(fn, backend=make_backend(reports, options), dynamic=dynamic)
     out = compiled(*args, **kwargs)
     needing = _outputs_needing_grad(out) if backward else []
     if needing:

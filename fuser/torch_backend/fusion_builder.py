@@ -20,8 +20,10 @@ import torch.fx
 
 from fuser import DataType, FusionDefinition
 from fuser_dialect.values import Scalar, Tensor
+from fuser.lowering.codegen.emit_cuda import INDEX_OPS
 from fuser.torch_backend.dtypes import fuser_dtype, is_row_major, stride_order
 from fuser.torch_backend.op_table import translation_for
+from fuser.torch_backend.translate_index import eager_index_error
 
 
 class TranslationError(Exception):
@@ -43,9 +45,21 @@ class OutputSpec:
     dtype: torch.dtype | None = None
 
 
+@dataclass(frozen=True)
+class IndexSource:
+    """The ATen op an index op of the fusion comes from, and what eager torch raises on CPU for
+    its out-of-range index (None: unknown)."""
+
+    aten: str
+    eager_error: type[Exception] | None
+
+
 @dataclass
 class RegionPlan:
     outputs: list[OutputSpec] = field(default_factory=list)
+    index_sources: list[IndexSource] = field(default_factory=list)
+    """One per index op of the fusion (gather, take_along_axis, index_select, scatter), in
+    program order: where the fusion's index errors (IndexRangeError.site) come from."""
     aten_ops: int = 0  # call nodes translated (what the fusion replaces)
     device: str = "cpu"  # where the traced outputs live: a region without tensor inputs runs there
     example: list = field(default_factory=list)  # the placeholders' example values (partition-time compile)
@@ -198,7 +212,9 @@ def build_region(gm: torch.fx.GraphModule, name: str) -> tuple[FusionDefinition,
         output_node = None
         for node in gm.graph.nodes:
             if node.op == "call_function":
+                last = fd.block.last_op
                 tx.translate(node)
+                plan.index_sources += _index_sources(node, _ops_after(fd.block, last))
                 if node.target is not operator.getitem:
                     plan.aten_ops += 1
             elif node.op == "output":
@@ -214,6 +230,23 @@ def build_region(gm: torch.fx.GraphModule, name: str) -> tuple[FusionDefinition,
         if not added:
             raise NothingToCompute()
     return fd, plan
+
+
+def _ops_after(block, last):
+    """The ops appended to `block` after `last` (None: all of them)."""
+    op = block.first_op if last is None else last.next_op
+    while op is not None:
+        yield op
+        op = op.next_op
+
+
+def _index_sources(node: torch.fx.Node, ops) -> list[IndexSource]:
+    """One per index op among `ops`, the ops `node` was translated into (the executor numbers
+    them in program order: lowering/codegen/emit_cuda.py, index_ops)."""
+    count = sum(1 for op in ops if isinstance(op, INDEX_OPS))
+    if not count:
+        return []
+    return [IndexSource(str(node.meta.get("original_aten") or node.target), eager_index_error(node))] * count
 
 
 def _add_output(fd, tx: Translator, node, input_index, added: dict[tuple, int]) -> OutputSpec:

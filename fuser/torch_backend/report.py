@@ -69,6 +69,12 @@ class RegionReport:
         stats = getattr(self.region, "stats", None)
         return list(stats.schedulers) if stats is not None else []
 
+    @property
+    def tuned(self) -> list[str]:
+        """What autotuning found for each of its kernels (empty without autotune)."""
+        stats = getattr(self.region, "stats", None)
+        return list(stats.tuned) if stats is not None else []
+
 
 @dataclass
 class GraphReport:
@@ -118,6 +124,7 @@ class GraphReport:
             kernels = "?" if r.kernels is None else str(r.kernels)
             sched = f" ({', '.join(r.schedulers)})" if r.schedulers else ""
             lines.append(f"  {r.name}: {len(r.ops)} ops -> {kernels} kernel(s){sched}: {_ops_line(r.ops)}")
+            lines += [f"    autotune: {line}" for line in r.tuned]
         if self.eager_ops:
             eager = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in sorted(self.eager_ops.items()))
             lines.append(f"  eager: {eager}")

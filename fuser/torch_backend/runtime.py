@@ -10,7 +10,9 @@ region does no more than that and a check of which kernels ran (`fd.last_kernel_
 step of a compiled model calls it once per fused partition.
 
 Its kernels were compiled when the graph was partitioned (partition.py), so a region runs fused
-from its first call; an error then is raised, never hidden by running the partition eagerly.
+from its first call; an error then is raised, never hidden by running the partition eagerly. An
+out-of-range index is raised as eager torch raises it for the op the program called (its type,
+translate_index.EAGER_INDEX_ERRORS, and its words for the bounds), with fuser's account of it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 import torch
 
 from fuser import FusionDefinition
+from fuser.lowering.errors import IndexRangeError
 from fuser.torch_backend.fusion_builder import RegionPlan
 
 log = logging.getLogger("fuser.torch")
@@ -31,6 +34,17 @@ class RegionStats:
     calls: int = 0
     kernels: list[str] = field(default_factory=list)  # kernel names of the latest call
     schedulers: list[str] = field(default_factory=list)
+    tuned: list[str] = field(default_factory=list)
+    """What autotuning found for the kernels of the call that tuned them (one line each)."""
+
+
+def tuning_line(index: int, tuning) -> str:
+    """One kernel's autotuning result as explain() prints it."""
+    source = ", stored choice" if tuning.from_cache else f", {tuning.candidates} candidate(s) timed"
+    if tuning.chosen == tuning.heuristic:
+        return f"kernel {index}: the heuristic's schedule kept ({tuning.heuristic}{source})"
+    gain = f" x{tuning.speedup:.2f} faster" if tuning.speedup else ""
+    return f"kernel {index}: tuned to {tuning.chosen}{gain} (heuristic: {tuning.heuristic}{source})"
 
 
 class FusedRegion(torch.nn.Module):
@@ -57,12 +71,34 @@ class FusedRegion(torch.nn.Module):
         self.fd.compile_for(self._inputs(args), **self._placement(args))
 
     def forward(self, *args):
-        outputs = self.fd.execute(self._inputs(args), **self._placement(args), **self.execute_options)
+        try:
+            outputs = self.fd.execute(self._inputs(args), **self._placement(args), **self.execute_options)
+        except IndexRangeError as e:
+            raise self._as_eager(e, any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)) from None
         self._record()
         if self.fusion_outputs is not None:
             return tuple(outputs[i] for i in self.fusion_outputs)
         device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device(self.plan.device))
         return tuple(self._result(spec, outputs, args, device) for spec in self.plan.outputs)
+
+    def _as_eager(self, error: IndexRangeError, on_gpu: bool) -> Exception:
+        """An out-of-range index as eager torch reports it for the op the program called: its
+        exception type (RuntimeError for gather and scatter, IndexError for index_select,
+        embedding, indexing and nll_loss on CPU; RuntimeError for all on a GPU), the bounds in
+        eager's words, and fuser's account of where the index came from."""
+        sources = self.plan.index_sources
+        if error.site is not None and error.site < len(sources):
+            candidates = [sources[error.site]]
+        else:  # the compiled fusion could not tell which index op it was
+            candidates = list(sources)
+        kinds = {RuntimeError if on_gpu else s.eager_error for s in candidates}
+        if len(kinds) != 1 or None in kinds:
+            return error
+        where = " or ".join(dict.fromkeys(s.aten for s in candidates))
+        if kinds == {IndexError}:
+            return IndexError(f"{error} ({where} in the fused region {self.name})")
+        return RuntimeError(f"index {error.index} is out of bounds for dimension {error.dim} with size {error.extent} "
+                            f"({where} in the fused region {self.name}; {error})")
 
     @staticmethod
     def _inputs(args):
@@ -86,6 +122,9 @@ class FusedRegion(torch.nn.Module):
             kernels = self.fd.last_kernels()
             self.stats.kernels = [k.name for k in kernels]
             self.stats.schedulers = [k.scheduler for k in kernels]
+            tuned = [tuning_line(i, k.tuning) for i, k in enumerate(kernels) if k.tuning is not None]
+            if tuned:
+                self.stats.tuned = tuned
             log.info("%s: %d ATen ops ran as %d kernel(s) %s", self.name, self.plan.aten_ops, len(kernels),
                      ", ".join(self.stats.schedulers))
         self.recorded_names = names

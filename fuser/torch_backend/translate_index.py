@@ -1,7 +1,10 @@
 """Indexing ops → fd.ops: gather (cross-entropy's target pick; fuser fuses it into the
 log-softmax kernel), index_select, and scatter (nll_loss's backward writes -1 at each target:
 one element per row, built as a one-hot where(iota == index, value, base); any other scatter
-is fd.ops.scatter)."""
+is fd.ops.scatter).
+
+An out-of-range index fails as it fails eagerly: `eager_index_error` says which exception eager
+torch raises for the ATen op (runtime.py raises that type in place of fuser's IndexError)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,34 @@ from fuser.torch_backend.dtypes import fuser_dtype, size_hint
 from fuser.torch_backend.op_table import translates
 
 aten = torch.ops.aten
+
+EAGER_INDEX_ERRORS = {
+    "aten.gather.default": RuntimeError,  # "index 5 is out of bounds for dimension 1 with size 4"
+    "aten.scatter.value": RuntimeError,
+    "aten.scatter.src": RuntimeError,
+    "aten.scatter_.value": RuntimeError,
+    "aten.scatter_.src": RuntimeError,
+    "aten.index_select.default": IndexError,  # "index out of range in self"
+    "aten.embedding.default": IndexError,
+    "aten.index.Tensor": IndexError,  # "index 5 is out of bounds for dimension 0 with size 4"
+    "aten.nll_loss_forward.default": IndexError,  # "Target 5 is out of bounds." (decomposed into a gather)
+    "aten.nll_loss2d_forward.default": IndexError,
+}
+"""What eager torch raises on CPU for an out-of-range index of each ATen op whose translation
+indexes (torch 2.13), by the op's name: a node's `original_aten` is an OpOverload object of its
+own, equal to `aten.<op>.<overload>` by name only. On a GPU eager raises RuntimeError for all
+of them (a device-side assert)."""
+
+
+def eager_index_error(node) -> type[Exception] | None:
+    """The exception eager torch raises on CPU for an out-of-range index of `node`: by the op
+    the program called (a decomposed op's pieces carry it as `original_aten`), else by the node's
+    own op; None when unknown (fuser's IndexError stands)."""
+    for op in (node.meta.get("original_aten"), node.target):
+        kind = EAGER_INDEX_ERRORS.get(str(op))
+        if kind is not None:
+            return kind
+    return None
 
 
 def _int64_index(node, index_arg: int):

@@ -34,6 +34,7 @@ import numpy as np
 
 from fuser.lowering import settings
 from fuser.lowering.backends import prebuilt, racecheck, temp_files
+from fuser.lowering.backends.cxx import compiler_error, how_it_failed
 from fuser.lowering.addresses import numpy_address, span_bytes
 from fuser.lowering.backends.disk_cache import Binary, CachedCompiler, DiskCache, digest
 from fuser.lowering.errors import CompileError, FuserError, LaunchError, MemcheckError, RaceError
@@ -281,9 +282,9 @@ class CpuCompiler(CachedCompiler):
             except OSError as e:
                 raise CompileError(f"cannot run the C++ compiler {cxx!r}: {e}", log=str(e), source=source) from e
             log = (proc.stdout + proc.stderr).replace(str(src), SOURCE_NAME)
-            if proc.returncode != 0:
-                raise CompileError(f"g++ failed to compile the kernel source for the CPU (exit {proc.returncode})",
-                                   log=log, source=source)
+            failed = how_it_failed(proc, out)
+            if failed is not None:
+                raise compiler_error(cxx, identity, "the kernel source for the CPU", failed, log, source)
             return Binary(out.read_bytes(), log)
 
 

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fuser.lowering.backends import temp_files
+from fuser.lowering.backends.cxx import compiler_error, how_it_failed
 from fuser.lowering.backends.disk_cache import Binary, DiskCache, digest, install_roots
 from fuser.lowering.errors import CompileError
 from fuser.lowering.runtime import EMU_HEADER_PATH, RACECHECK_HEADER_PATH, RUNTIME_DIR
@@ -68,12 +69,15 @@ def _caches() -> list[DiskCache]:
 
 
 def host_runtime(cxx: str, identity: str, flags: Sequence[str]) -> Path:
-    """The runtime's file for linking a module (a verified install entry), built on first use."""
+    """The runtime's file for linking a module (a verified install entry), built on first use
+    and again when the file has gone since (its cache folder deleted while this process runs)."""
     key = runtime_key(identity, flags)
     with _lock:
-        if key not in _built:
-            _built[key] = _find_runtime(key) or _build_runtime(cxx, flags, key)
-        return _built[key]
+        path = _built.get(key)
+        # A stat per compile (a g++ run): the linker needs the file itself, not this memo of it.
+        if path is None or not path.is_file():
+            path = _built[key] = _find_runtime(key) or _build_runtime(cxx, identity, flags, key)
+        return path
 
 
 def _find_runtime(key: str) -> Path | None:
@@ -83,7 +87,7 @@ def _find_runtime(key: str) -> Path | None:
     return None
 
 
-def _build_runtime(cxx: str, flags: Sequence[str], key: str) -> Path:
+def _build_runtime(cxx: str, identity: str, flags: Sequence[str], key: str) -> Path:
     global _runtime_count
     with temp_files.scratch("rt") as tmp:
         out = Path(tmp) / soname(key)
@@ -93,9 +97,9 @@ def _build_runtime(cxx: str, flags: Sequence[str], key: str) -> Path:
             proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
         except OSError as e:
             raise CompileError(f"cannot run the C++ compiler {cxx!r}: {e}", log=str(e)) from e
-        if proc.returncode != 0:
-            raise CompileError(f"g++ failed to compile the cpu backend's host runtime (exit {proc.returncode})",
-                               log=proc.stdout + proc.stderr)
+        failed = how_it_failed(proc, out)
+        if failed is not None:
+            raise compiler_error(cxx, identity, "the cpu backend's host runtime", failed, proc.stdout + proc.stderr)
         binary = Binary(out.read_bytes(), proc.stdout + proc.stderr)
     return _store_runtime(key, binary)
 
@@ -179,11 +183,17 @@ def precompiled_header(cxx: str, identity: str, flags: Sequence[str]) -> Path | 
     correct and a little slower."""
     key = (cxx, identity, tuple(flags))
     with _lock:
-        if key not in _pch_dirs:
+        if key not in _pch_dirs or _deleted(_pch_dirs[key]):
             name = digest(RUNTIME_FORMAT, identity, "\0".join(flags), EMU_HEADER_PATH.read_text(),
                           RACECHECK_HEADER_PATH.read_text(), ABI_HEADER.read_text())
             _pch_dirs[key] = _find_or_build_pch(cxx, flags, [root / "cpu-pch" / name for root in install_roots()])
         return _pch_dirs[key]
+
+
+def _deleted(folder: Path | None) -> bool:
+    """A precompiled header found earlier whose file has gone since (its cache folder deleted
+    while this process runs): looked for, or built, again."""
+    return folder is not None and not (folder / _PCH_NAME).is_file()
 
 
 def _find_or_build_pch(cxx: str, flags: Sequence[str], folders: list[Path]) -> Path | None:

@@ -863,13 +863,16 @@ def _cat(op: R.CatOp, idx):
     return reads
 
 
+INDEX_OPS = (G.GatherOp, G.TakeAlongAxisOp, G.IndexSelectOp, SCAT.ScatterOp)
+"""The ops that read or write at computed indices: each is an index site."""
+
+
 def index_ops(fusion) -> list[Operation]:
     """The fusion's ops that read or write at computed indices (gather, take_along_axis,
     index_select, scatter), in program order: their positions number the in-kernel index
     checks' sites (lowering/execution/index_errors.py) and the host checks
     (lowering/execution/gather_checks.py)."""
-    return [op for op in fusion.body.block.ops
-            if isinstance(op, (G.GatherOp, G.TakeAlongAxisOp, G.IndexSelectOp, SCAT.ScatterOp))]
+    return [op for op in fusion.body.block.ops if isinstance(op, INDEX_OPS)]
 
 
 def index_site(op: Operation) -> int:

@@ -82,6 +82,8 @@ class CompiledFusion:
     timings: dict[str, float] = field(default_factory=dict)
     variants: dict[tuple, CompiledKernels] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    written_as: dict = field(default_factory=dict)
+    """Each index op of the compiled fusion as the author wrote it (index_errors.WrittenAs)."""
 
     @cached_property
     def fusion(self) -> func.FuncOp:
@@ -109,9 +111,10 @@ class CompiledFusion:
     def index_records(self):
         """Where the in-kernel index checks of this fusion's kernels record a fault."""
         from fuser.lowering.codegen.emit_cuda import index_ops
-        from fuser.lowering.execution.index_errors import IndexErrorRecords
+        from fuser.lowering.execution.index_errors import IndexErrorRecords, WrittenAs
 
-        return IndexErrorRecords(index_ops(self.fusion))
+        sites = index_ops(self.fusion)
+        return IndexErrorRecords(sites, [self.written_as.get(op) or WrittenAs(None, op.name) for op in sites])
 
     @cached_property
     def extent_plan(self) -> ExtentPlan:
@@ -181,7 +184,20 @@ def build_compiled_fusion(
     module = original.clone()
     concretize(module, list(input_shapes), list(scalar_values), resize_extents=resize_extents)
     PresegPass().apply(make_context(), module)
+    written_as = _index_ops_as_written(original, module)
     passes_done = time.perf_counter()
     plans = plan_kernels(the_fusion(module))
     done = time.perf_counter()
-    return CompiledFusion(module, plans, backend, {"passes_s": passes_done - start, "segment_s": done - passes_done})
+    return CompiledFusion(module, plans, backend, {"passes_s": passes_done - start, "segment_s": done - passes_done},
+                          written_as=written_as)
+
+
+def _index_ops_as_written(original: ModuleOp, compiled: ModuleOp) -> dict:
+    """Each index op of the compiled fusion -> the op its author wrote (its index errors name that)."""
+    from fuser.lowering.codegen.emit_cuda import index_ops
+    from fuser.lowering.execution.index_errors import as_written
+
+    sites = index_ops(the_fusion(compiled))
+    if not sites:
+        return {}
+    return dict(zip(sites, as_written(index_ops(the_fusion(original)), sites)))

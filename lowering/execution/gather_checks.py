@@ -15,8 +15,10 @@ widening integer casts), optionally through `where(ne(y, c), y, k)` with constan
 tensor would need a copy and a synchronisation per call): one pass over the input itself,
 comparing it as unsigned (a negative value wraps above any extent, so one compare catches both
 ends) — the host runtime's C loop where the cpu backend has loaded it and the input is
-contiguous, else a numpy reduction. A computed index (any other cone) is left to the kernel.
-When a range check finds a violation, the cone is evaluated to report the offending value."""
+contiguous, else a numpy reduction. A computed index (any other cone) is left to the kernel,
+unless the extent it indexes is empty: then every index is out of range, and the kernel, which
+reads index 0 in place of an out-of-range one, would itself read out of bounds; the host raises
+first. When a range check finds a violation, the cone is evaluated to report the offending value."""
 
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ from xdsl.ir import SSAValue
 
 from fuser.lowering.addresses import numpy_address
 from fuser.lowering.codegen.emit_cuda import index_ops
+from fuser.lowering.errors import IndexRangeError
+from fuser.lowering.execution.index_errors import valid_indices
 from fuser_dialect.inputs import arg_label, is_torch_tensor, to_numpy
 from fuser_dialect.interpreter import backward_slice, evaluate_values
 from fuser_dialect.ops_compute import BinaryKind, BinaryOp, CastOp, WhereOp
@@ -109,11 +113,13 @@ def range_source(fusion: func.FuncOp, index: SSAValue) -> RangeSource | None:
 
 
 class IndexCheck:
-    """The check of one index op (see the module doc)."""
+    """The check of one index op (see the module doc); `site`: its position among the fusion's
+    index ops, which its error carries (None: not known)."""
 
-    def __init__(self, fusion: func.FuncOp, op):
+    def __init__(self, fusion: func.FuncOp, op, site: int | None = None):
         self.fusion = fusion
         self.op = op
+        self.site = site
         self.axis = op.axis
         args = list(fusion.body.block.args)
         self.cone = backward_slice(fusion, [op.index])
@@ -140,16 +146,20 @@ class IndexCheck:
 
     def applies(self, inputs: Sequence[object], extents) -> bool:
         """Whether this call checks the index on the host: it is not empty, and it is a range
-        check of an input on the host. Depends only on the inputs' signature."""
+        check of an input on the host, or it indexes an empty extent (every index is out of range,
+        and the kernel's stand-in index 0 would itself read or write out of bounds). Depends only
+        on the inputs' signature."""
         index_numel = int(np.prod(extents.shape(self.op.index)))
         if index_numel == 0:
             return False
+        if extents.shape(self.op.input)[self.axis] == 0:
+            return True
         if self.range is None:
             return False  # a computed index: checked in the kernel (lowering/execution/index_errors.py)
         return _on_host(inputs[self.range.arg])
 
     def check(self, inputs: Sequence[object], extent: int) -> None:
-        """Raises IndexError when an index is outside 0..extent-1."""
+        """Raises IndexRangeError (an IndexError) when an index is outside 0..extent-1."""
         if self.range is None or self._range_violated(inputs, extent):
             self._check_cone(inputs, extent)
 
@@ -190,10 +200,9 @@ class IndexCheck:
         low, high = int(index.min()), int(index.max())
         if low < 0 or high >= extent:
             bad = low if low < 0 else high
-            raise IndexError(
-                f"{self.source()}: index {bad} is out of range for {self.op.name} along dim "
-                f"{self.axis} of extent {extent} (valid: 0..{extent - 1})"
-            )
+            raise IndexRangeError(f"{self.source()}: index {bad} is out of range for {self.op.name} along dim "
+                                  f"{self.axis} of extent {extent} ({valid_indices(extent)})",
+                                  op=self.op.name, site=self.site, dim=self.axis, index=bad, extent=extent)
 
 
 def contiguous_host_data(values) -> tuple[int, int] | None:
@@ -227,7 +236,7 @@ class IndexChecks:
     """Every index check of a fusion, analysed once."""
 
     def __init__(self, fusion: func.FuncOp):
-        self.checks = tuple(IndexCheck(fusion, op) for op in index_ops(fusion))
+        self.checks = tuple(IndexCheck(fusion, op, site) for site, op in enumerate(index_ops(fusion)))
 
     def __bool__(self) -> bool:
         return bool(self.checks)

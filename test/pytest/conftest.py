@@ -13,6 +13,15 @@
   tests of a session. FUSER_TEST_CACHE_DIR=<folder> uses (and keeps) that folder instead, for a
   warm cache across runs.
 
+* Parallel runs (pytest-xdist, on by default: `-n auto --dist loadgroup` in pyproject.toml;
+  `-n 0` runs in one process): the xdist workers of a session are one session here. The
+  controller makes the folder and names it to its workers (they inherit its environment, see
+  _SESSION_CACHE_VAR); they share it, as processes sharing ~/.cache/fuser do (entries appear
+  whole, by rename), and only the process that made it removes it. Everything else a test
+  writes goes to its own tmp_path, and per-process state (settings, in-memory caches,
+  monkeypatched variables) stays in its worker. Tests that must not run beside another test of
+  their file are kept on one worker with `@pytest.mark.xdist_group(...)`.
+
 * FUSER_TEST_BACKENDS=cuda,cpu: the kernel backends that tests comparing with the reference run
   on (lowering_checks.check, and every test taking the `kernel_backend` argument, once per
   backend). Default: cpu, plus cuda where a GPU is usable. A name that is unknown or not usable
@@ -32,8 +41,16 @@ import pytest
 os.environ.setdefault("FUSER_MEMCHECK", "1")
 os.environ.setdefault("FUSER_RACECHECK", "0")
 
+# The session's cache folder, as the process that made it names it to the processes it starts
+# (xdist's workers, a pytest run by a test): they use it and leave it in place.
+_SESSION_CACHE_VAR = "FUSER_TEST_SESSION_CACHE_DIR"
 _KEPT_CACHE = os.environ.get("FUSER_TEST_CACHE_DIR", "").strip()
-_SESSION_CACHE = _KEPT_CACHE or tempfile.mkdtemp(prefix="fuser-test-cache-")
+_INHERITED_CACHE = os.environ.get(_SESSION_CACHE_VAR, "").strip()
+if _INHERITED_CACHE and not os.path.isdir(_INHERITED_CACHE):
+    _INHERITED_CACHE = ""
+_SESSION_CACHE = _KEPT_CACHE or _INHERITED_CACHE or tempfile.mkdtemp(prefix="fuser-test-cache-")
+_OWNS_CACHE = not (_KEPT_CACHE or _INHERITED_CACHE)
+os.environ[_SESSION_CACHE_VAR] = _SESSION_CACHE
 os.environ["FUSER_CACHE_DIR"] = _SESSION_CACHE
 os.environ["FUSER_SHARED_CACHE_DIR"] = os.path.join(_SESSION_CACHE, "shared")
 
@@ -52,6 +69,22 @@ def pytest_configure(config):
             raise pytest.UsageError(f"FUSER_TEST_BACKENDS names {name!r}, which is not usable here: {why}")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
+def pytest_collection_modifyitems(config, items):
+    """Tests whose files run fusions through lowering_checks.check run on one worker, in file
+    order (xdist_group "kernels-for-nvrtc"): `check` records every kernel it ran in its process,
+    and test_lowering_ops' and test_schedulers' `test_every_generated_kernel_compiles_with_nvrtc`
+    compile all that their process recorded and no earlier test compiled. In one process that is
+    every kernel the files sorted before them ran (test_grid_reductions ... test_schedulers);
+    kept together, they still are."""
+    import lowering_checks
+
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is not None and getattr(module, "check", None) is lowering_checks.check:
+            item.add_marker(pytest.mark.xdist_group("kernels-for-nvrtc"))
+
+
 def pytest_generate_tests(metafunc):
     if "kernel_backend" in metafunc.fixturenames:
         from lowering_checks import backends_under_test
@@ -60,7 +93,7 @@ def pytest_generate_tests(metafunc):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if not _KEPT_CACHE:
+    if _OWNS_CACHE:
         shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
 
 

@@ -24,7 +24,6 @@ the reference and cpu backends, at two sets of extents and once more from the ca
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -36,6 +35,7 @@ from hypothesis import strategies as st
 
 from fuser import DataType, FusionDefinition
 from fuser.lowering.execution.cache_key import layout_of
+from suite_settings import example_count
 
 BACKENDS = ("reference", "cpu")
 
@@ -68,15 +68,15 @@ def accumulation_u(dtype: str) -> float:
 
 # --- example budgets -------------------------------------------------------------------------
 
-CAMPAIGN = os.environ.get("FUSER_FUZZ_EXAMPLES", "").strip()
+CAMPAIGN = example_count("FUSER_FUZZ_EXAMPLES", None)
 
 
 def examples(default: int, campaign_share: float = 1.0) -> int:
     """Examples per family: `default` (the CI budget), or FUSER_FUZZ_EXAMPLES times
     `campaign_share` (slow families take a share) when that variable is set."""
-    if not CAMPAIGN:
+    if CAMPAIGN is None:
         return default
-    return max(1, round(int(CAMPAIGN) * campaign_share))
+    return max(1, round(CAMPAIGN * campaign_share))
 
 
 def fuzz_settings(default: int, campaign_share: float = 1.0) -> settings:

@@ -74,10 +74,15 @@ KERNEL_BACKENDS = ("cpu", "cuda")
 def backends_under_test() -> list[str]:
     """The kernel backends tests compare with the reference: $FUSER_TEST_BACKENDS (comma-separated,
     e.g. "cuda,cpu"), by default the cpu backend plus cuda where a GPU is usable. conftest.py
-    refuses unknown or unusable names at the start of the session."""
+    refuses unknown or unusable names at the start of the session; a list naming none (",") stops
+    it here, as it would otherwise run no backend test at all."""
     listed = os.environ.get("FUSER_TEST_BACKENDS", "").strip()
     if listed:
-        return [name.strip() for name in listed.split(",") if name.strip()]
+        names = [name.strip() for name in listed.split(",") if name.strip()]
+        if not names:
+            raise pytest.UsageError(f"FUSER_TEST_BACKENDS={listed!r} names no backend; expected some of "
+                                    f"{', '.join(KERNEL_BACKENDS)}, comma-separated (unset: the default)")
+        return names
     from fuser.lowering.backends.gpu_runtime import gpu_available
 
     return ["cpu"] + (["cuda"] if gpu_available()[0] else [])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import time
 from pathlib import Path
 
@@ -279,6 +280,29 @@ def test_a_damaged_runtime_entry_is_rebuilt(fresh_install, monkeypatch):
     path = prebuilt.host_runtime("g++", cpu_runtime._compiler_identity("g++"), compiler.runtime_flags)
     assert prebuilt.runtime_build_count() == before + 1
     assert path == entry and len(entry.read_bytes()) > 1000
+
+
+def test_cache_folders_deleted_while_the_process_runs_are_rebuilt(fresh_install, monkeypatch):
+    """Deleting the caches under a running process (rm -rf ~/.cache/fuser) costs a rebuild of the
+    runtime and of the precompiled header at the next compile, never a failed link."""
+    cxx, identity = cpu_compiler()
+    home, cache = fresh_install
+    compiler = cpu_runtime.CpuCompiler(("-DFUSER_TEST_RUNTIME_DELETED",))  # a runtime key no other test builds
+    source = program_source(softmax_fusion(DataType.Float), np.ones((2, 3), np.float32))
+    monkeypatch.setattr(prebuilt, "_built", {})
+    monkeypatch.setattr(prebuilt, "_pch_dirs", {})
+    compiler.compile(source)
+    entry = _runtime_entry(home, compiler)
+    shutil.rmtree(home / ".cache")
+    shutil.rmtree(cache, ignore_errors=True)
+    before = prebuilt.runtime_build_count()
+    again = compiler.compile(source + "// after the caches were deleted\n")
+    assert again.origin == "compiled" and prebuilt.runtime_build_count() == before + 1
+    assert entry.is_file()
+    pch = prebuilt.precompiled_header(cxx, identity, compiler.flags)
+    assert pch is not None and pch.is_relative_to(home)
+    mod = cpu_runtime.CpuModule(again.data, source)
+    assert mod.kernel_names()
 
 
 # --------------------------------------------------------------------------- Philox header

@@ -46,6 +46,7 @@ def test_check_fails_when_a_fusion_raises(monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("value, message", [("bogus", "unknown backend 'bogus'"),
+                                            (",", "FUSER_TEST_BACKENDS=',' names no backend"),
                                             *([] if CUDA.available()[0] else [("cuda", "not usable here")])])
 def test_an_unknown_or_unusable_test_backend_stops_the_session(value, message):
     here = os.path.dirname(__file__)

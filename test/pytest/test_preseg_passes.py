@@ -17,7 +17,6 @@ f64 → f32 cast and a cast to f16 and differs is compared again with a toleranc
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections import Counter
 
@@ -36,6 +35,7 @@ from fuser_dialect.inputs import apply_layout
 from fuser_dialect.interpreter import interpret
 from fuser_dialect.ops_compute import CastOp
 from fusion_strategies import GeneratedFusion, chain_fusions, random_inputs
+from suite_settings import example_count
 from fuser.passes.allocation_order import AllocationOrderInferencePass
 from fuser.passes.consecutive_cast import ConsecutiveCastPass, fold_chain
 from fuser.passes.preseg import PresegPass
@@ -49,7 +49,7 @@ PASSES: dict[str, ModulePass] = {
     "allocation-order-inference": AllocationOrderInferencePass(),
     "fuser-preseg": PresegPass(),
 }
-EXAMPLES = int(os.environ.get("FUSER_HYPOTHESIS_EXAMPLES", "300"))
+EXAMPLES = example_count("FUSER_HYPOTHESIS_EXAMPLES", 300)
 
 log = logging.getLogger(__name__)  # summaries: shown with --log-cli-level=INFO or on failure
 
@@ -421,8 +421,12 @@ def test_passes_registered():
 # --- generated cases ----------------------------------------------------------------------
 
 STATS: dict[str, Counter] = {name: Counter() for name in PASSES}
+# test_generated_case_counts reads the STATS of the generated tests before it in its process: under
+# pytest-xdist they all run on one worker, in this order.
+ONE_WORKER = pytest.mark.xdist_group("preseg-generated-cases")
 
 
+@ONE_WORKER
 @pytest.mark.parametrize("name", list(PASSES))
 @settings(
     max_examples=EXAMPLES,
@@ -463,6 +467,7 @@ def test_generated_fusions_preserve_results(name: str, case: GeneratedFusion, se
                 assert sorted(big, key=lambda d: got[d]) == sorted(big, key=lambda d: order[d])
 
 
+@ONE_WORKER
 def test_generated_case_counts(capsys):
     """Reports how many generated cases each pass saw (and how often it changed the IR)."""
     ran = {name: s for name, s in STATS.items() if s["cases"]}

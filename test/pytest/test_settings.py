@@ -3,6 +3,9 @@ names the variable and what it accepts; backend=None says when and why it falls 
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 import warnings
 
 import numpy as np
@@ -13,7 +16,8 @@ from fuser.lowering import backends
 from fuser.lowering import settings
 from fuser.lowering.backends import CPU, CUDA, REFERENCE, default_backend, get_backend
 from fuser.lowering.execution.cache import FusionCache
-from fuser.lowering.errors import FuserError
+from fuser import DataType, FusionDefinition
+from fuser.lowering.errors import CompileError, FuserError
 from fuser.lowering.runtime import with_prelude
 
 
@@ -96,6 +100,30 @@ def test_missing_cxx_makes_backend_none_warn_and_fall_back(monkeypatch, no_gpu_a
         assert get_backend(None) is REFERENCE
     with pytest.raises(FuserError, match="FUSER_CXX='/nonexistent/g\\+\\+-missing' not found"):
         CPU.program(with_prelude("// anything\n"))
+
+
+def test_a_cxx_that_is_no_cpp_compiler_is_named_as_such(monkeypatch):
+    """FUSER_CXX=python3 runs (it has a --version) but compiles nothing: the error names it, the
+    file it resolved to, and says it is no C++20 compiler (it used to read "g++ failed")."""
+    monkeypatch.setenv("FUSER_CXX", sys.executable)
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1], dtype=DataType.Float)
+        fd.add_output(fd.ops.neg(x))
+    with pytest.raises(CompileError) as caught:
+        fd.execute([np.ones(3, np.float32)], backend="cpu")
+    message = caught.value.message
+    assert message.startswith(f"FUSER_CXX={sys.executable!r}, which is {os.path.realpath(sys.executable)} (Python ")
+    assert "is not a C++20 compiler" in message and "g++" not in message.split(";")[0]
+
+
+@pytest.mark.skipif(not cr.cpu_compiler_available(), reason="no g++ for the CPU backend")
+def test_a_kernel_g_plus_plus_rejects_names_the_compiler_that_ran(monkeypatch):
+    monkeypatch.delenv("FUSER_CXX", raising=False)
+    with pytest.raises(CompileError) as caught:
+        cr.CpuCompiler().compile(with_prelude("this is not C++;\n"))
+    path = os.path.realpath(shutil.which("g++"))
+    assert caught.value.message.startswith(f"the C++ compiler 'g++' (the default: FUSER_CXX is unset), which is {path} (")
+    assert caught.value.message.endswith("failed to compile the kernel source for the CPU (exit 1)")
 
 
 @pytest.mark.skipif(not cr.cpu_compiler_available(), reason="no g++ for the CPU backend")
