@@ -260,6 +260,12 @@ def main(argv: list[str] | None = None) -> int:
             run["tiny_overhead"] = measure.tiny_fusion_overhead(backend, harness.empty, harness.calls, array_fn, sync)
         except Exception as e:
             run["tiny_overhead"] = {"error": measure.error_text(e), "traceback": traceback.format_exc()}
+        if harness.empty is not None and _torch_available():
+            try:  # a fused region under torch.compile, on the tensors of the backend's device
+                run["region_overhead"] = measure.region_overhead("cuda" if backend.on_gpu else "cpu", harness.empty,
+                                                                 harness.calls)
+            except Exception as e:
+                run["region_overhead"] = {"error": measure.error_text(e)}
         for i, case in enumerate(cases):
             if args.budget is not None and time.perf_counter() - start > args.budget:
                 run["not_run"] = [c.key for c in cases[i:]]
@@ -290,3 +296,9 @@ def main(argv: list[str] | None = None) -> int:
         log(report.update_readme(markdown, backend.name))
     log(f"total {run['wall_s']:.0f} s")
     return 0
+
+
+def _torch_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None

@@ -428,3 +428,50 @@ def tiny_fusion_overhead(backend: str | Backend, empty: EmptyKernel, calls: int,
     record["empty_grid"], record["empty_block"] = list(grid), list(block)
     record["empty_launch_us"] = empty.median_us(grid, block, needs_sync and backend.on_gpu, calls, sync)
     return record
+
+
+def region_overhead(device: str, empty: EmptyKernel, calls: int = 2000, budget_s: float = 2.0) -> dict:
+    """The host overhead of one fused region under torch.compile: `(x + y) * 2 - sin(y)` on [8]
+    f32 tensors of `device`, compiled with backend="fuser" (one region, one kernel). Medians of
+    the region's call (FusedRegion, as the compiled graph calls it) with its kernel swapped for an
+    empty one: "with_empty_kernels_us", the launch's share "in_launch_us" and fuser's own
+    "host_us"; beside them the whole compiled call ("compiled_call_us": Dynamo's guards and
+    AOTAutograd's wrapper included, real kernel) and an eager `torch.add` of the same tensors
+    ("eager_add_us"), timed interleaved with the region so that load slows both alike."""
+    import torch
+
+    from fuser.torch_backend import make_backend
+
+    def program(x, y):
+        return (x + y) * 2 - y.sin()
+
+    x = torch.arange(1, 9, dtype=torch.float32, device=device)
+    y = torch.full((8,), 0.5, device=device)
+    reports: list = []
+    torch._dynamo.reset()
+    compiled = torch.compile(program, backend=make_backend(reports))
+    compiled(x, y)
+    region = reports[0].fusions[0].region
+    record = {"program": "(x + y) * 2 - sin(y), [8] f32", "compiled_call_us":
+              median_ns(lambda: compiled(x, y), calls, warmup=max(10, calls // 20)) / 1e3}
+    with EmptyLaunches(empty) as swap:
+        for _ in range(max(20, calls // 20)):
+            region(x, y)
+        walls, hosts, adds = [], [], []
+        deadline = time.perf_counter() + budget_s
+        for i in range(calls):
+            before = swap.ns
+            t0 = time.perf_counter_ns()
+            region(x, y)
+            wall = time.perf_counter_ns() - t0
+            walls.append(wall)
+            hosts.append(wall - (swap.ns - before))
+            t0 = time.perf_counter_ns()
+            torch.add(x, y)
+            adds.append(time.perf_counter_ns() - t0)
+            if i >= 100 and time.perf_counter() > deadline:
+                break
+    med = statistics.median
+    record.update(calls=len(walls), with_empty_kernels_us=med(walls) / 1e3, host_us=med(hosts) / 1e3,
+                  in_launch_us=(med(walls) - med(hosts)) / 1e3, eager_add_us=med(adds) / 1e3)
+    return record

@@ -61,7 +61,12 @@ def _hf(config_type: str, model_type: str, **config):
 
 
 def gpt2():
-    return _hf("GPT2Config", "GPT2LMHeadModel", vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=2, n_head=4)
+    model = _hf("GPT2Config", "GPT2LMHeadModel", vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=2, n_head=4)
+    # GPT2LMHeadModel's name matches none of transformers' loss types, and its loss_function then
+    # logs a warning on every call, which breaks Dynamo's graph between the LM head and its loss
+    # (the logits would cross the break whole). ForCausalLM is the loss it falls back to anyway.
+    model.loss_type = "ForCausalLM"
+    return model
 
 
 def bert():
@@ -210,7 +215,7 @@ class LlamaBlock(nn.Module):
         rep = self.heads // self.kv_heads
         k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.o(y.transpose(1, 2).reshape(b, t, c))
+        x = x + self.o(y.transpose(1, 2).reshape(b, t, -1))  # -1: a tensor-parallel rank holds some heads
         h = self.norm2(x)
         x = x + self.down(F.silu(self.gate(h)) * self.up(h))
         logits = self.head(x)

@@ -198,6 +198,15 @@ def render_markdown(run: dict) -> str:
                    f"{tiny['empty_launch_us']:.1f} µs).")
     elif tiny:
         out.append(f"Host overhead: failed ({tiny['error']}).")
+    region = run.get("region_overhead")
+    if region and "error" not in region:
+        out.append(f"A fused region under torch.compile ({region['program']}, medians of {region['calls']} calls): "
+                   f"{region['host_us']:.1f} µs fuser's own share per region call (kernel swapped for an empty one; "
+                   f"eager `torch.add` of the same tensors, interleaved: {region['eager_add_us']:.1f} µs); the whole "
+                   f"compiled call, Dynamo's guards and AOTAutograd's wrapper included: "
+                   f"{region['compiled_call_us']:.1f} µs.")
+    elif region:
+        out.append(f"Region host overhead: failed ({region['error']}).")
     if run.get("memcheck"):
         out.append(memcheck_line(run["memcheck"]))
     if run.get("index_checks"):

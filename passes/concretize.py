@@ -72,7 +72,11 @@ DISABLE_KERNEL_INDEX_CHECKS = "kernel_index_checks"
 """The entry that leaves gather/scatter indices computed in a kernel unchecked (faster; an index
 out of range then reads out of bounds, as nvFuser's kernels do: lowering/execution/index_errors.py)."""
 
-KNOWN_DISABLE_OPTIONS = (DISABLE_RESIZE_EXTENTS, DISABLE_KERNEL_INDEX_CHECKS)
+DISABLE_FUSED_LINEAR_CROSS_ENTROPY = "fused_linear_cross_entropy"
+"""The entry that keeps an LM head's linear and cross-entropy apart under torch.compile (the
+logits then exist whole: fuser/torch_backend/linear_cross_entropy.py). Fusions ignore it."""
+
+KNOWN_DISABLE_OPTIONS = (DISABLE_RESIZE_EXTENTS, DISABLE_KERNEL_INDEX_CHECKS, DISABLE_FUSED_LINEAR_CROSS_ENTROPY)
 
 
 def disable_options(explicit: Sequence[str] = ()) -> frozenset[str]:

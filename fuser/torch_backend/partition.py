@@ -59,6 +59,14 @@ def _counted(node: torch.fx.Node) -> bool:
         node.target != torch.ops.aten.sym_size.int
 
 
+def _computes(node: torch.fx.Node) -> bool:
+    """An ATen op of the graph that is not a view: a partition of views alone computes nothing
+    (its fusion would be refused as such); its views stay eager, where they cost nothing."""
+    from fuser.torch_backend.report import op_kind
+
+    return _counted(node) and op_kind(_op_name(node)) != "view"
+
+
 def partition_graph(gm: torch.fx.GraphModule, kind: str, execute_options: dict | None = None
                     ) -> tuple[torch.fx.GraphModule, GraphReport]:
     """`execute_options`: keywords every region's `fd.execute` gets (the backend's options:
@@ -72,10 +80,11 @@ def partition_graph(gm: torch.fx.GraphModule, kind: str, execute_options: dict |
                                              non_compute_ops=_non_compute_names())
     partitions = partitioner.propose_partitions()
     partitioner.remove_bookend_non_compute_ops(partitions)
+    partitions = _split_at_collectives(gm.graph, partitions)
     partitioned = {n for p in partitions for n in p.nodes}
     for partition in partitions:
         _strided_views_leave(gm.graph, partition.nodes, partitioned)
-    partitions = [p for p in partitions if any(_counted(n) for n in p.nodes)]
+    partitions = [p for p in partitions if any(_computes(n) for n in p.nodes)]
     partitions = _merge_between_library_calls(gm.graph, partitions)
     fused_nodes = {n for p in partitions for n in p.nodes}
     for node in gm.graph.nodes:
@@ -109,17 +118,53 @@ def partition_graph(gm: torch.fx.GraphModule, kind: str, execute_options: dict |
     return gm, report
 
 
+def _split_at_collectives(graph: torch.fx.Graph, partitions: list) -> list:
+    """A proposed partition with ops on both sides (in graph order) of a functional collective
+    (report.COLLECTIVE_NAMESPACES: all_reduce, wait_tensor...), cut there: torch's partitioner
+    also joins unconnected chains, and one fusion would then hold the ops before an all_reduce
+    (or between it and its wait_tensor, where they overlap the communication) until the
+    collective's result is in. A piece of one compute op is not worth a fusion (as the
+    partitioner decides); its op runs eagerly. Pieces are disjoint in graph order, so none
+    needs another's outputs and another's inputs at once: no cycle."""
+    from torch.fx.passes.infra.partitioner import Partition
+
+    from fuser.torch_backend.report import COLLECTIVE_NAMESPACES
+
+    segment, collectives = {}, 0
+    for node in graph.nodes:
+        if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and \
+                node.target.namespace in COLLECTIVE_NAMESPACES:
+            collectives += 1
+        segment[node] = collectives
+        if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
+            segment[node] = segment[node.args[0]]  # a part of a tuple result: with its producer
+    if not collectives:
+        return partitions
+    split = []
+    for partition in partitions:
+        pieces: dict[int, list] = {}
+        for node in partition.nodes:
+            pieces.setdefault(segment[node], []).append(node)
+        if len(pieces) == 1:
+            split.append(partition)
+            continue
+        split += [Partition(nodes=nodes) for nodes in pieces.values() if sum(map(_computes, nodes)) > 1]
+    return split
+
+
 def _merge_between_library_calls(graph: torch.fx.Graph, partitions: list) -> list:
     """Partitions that lie between the same two library calls (in graph order) and do not
     depend on each other through an eager node become one: torch's partitioner only joins
     connected nodes, so independent chains (the bias gradients of a backward, say) would be
-    regions of their own, each a call with its own host overhead."""
-    from fuser.torch_backend.report import LIBRARY_OPS
+    regions of their own, each a call with its own host overhead. Functional collectives are
+    library calls here (report.is_library_call): a fusion never joins ops from both sides of one,
+    which would hold the ops before it until the collective's result is in."""
+    from fuser.torch_backend.report import is_library_call
 
     position, segment, library_calls = {}, {}, 0
     for i, node in enumerate(graph.nodes):
         position[node] = i
-        if node.op == "call_function" and _op_name(node) in LIBRARY_OPS:
+        if node.op == "call_function" and is_library_call(_op_name(node)):
             library_calls += 1
         segment[node] = library_calls
     groups: dict[int, list] = {}  # by where each region will run: at its last node
@@ -161,18 +206,18 @@ def _joined_through_eager(a: dict, b: dict) -> bool:
 def _regions_between_library_calls(graph: torch.fx.Graph) -> int:
     """The most fused regions that run, in graph order, between two consecutive library calls
     (or before the first, after the last): the goal is at most one. The ops fuser leaves to
-    ATen on purpose (support.LEFT_TO_LIBRARIES: index_put, sort...) are library calls here too:
-    regions on both sides of one cannot be one region."""
-    from fuser.torch_backend.report import LIBRARY_OPS
+    ATen on purpose (support.LEFT_TO_LIBRARIES: index_put, sort...) and functional collectives
+    are library calls here too: regions on both sides of one cannot be one region."""
+    from fuser.torch_backend.report import is_library_call
     from fuser.torch_backend.support import LEFT_TO_LIBRARIES
 
-    boundaries = LIBRARY_OPS | {str(op) for op in LEFT_TO_LIBRARIES}
+    left = {str(op) for op in LEFT_TO_LIBRARIES}
     most = run = 0
     for node in graph.nodes:
         if node.op == "call_module" and node.target.startswith(REGION_PREFIX):
             run += 1
             most = max(most, run)
-        elif node.op == "call_function" and _op_name(node) in boundaries:
+        elif node.op == "call_function" and (is_library_call(_op_name(node)) or _op_name(node) in left):
             run = 0
     return most
 

@@ -5,7 +5,9 @@ Dynamo captures the program, AOTAutograd traces forward and backward to ATen gra
 fuser_decompositions applied, and the min-cut partitioner that inductor uses, which saves
 the inputs of cheap recomputable ops instead of their large outputs: the backward of a
 cross-entropy recomputes the log-softmax rather than storing [N, C] log-probabilities),
-and each graph goes through partition_graph.
+and each graph goes through partition_graph. Before AOTAutograd, an LM head's linear and its
+cross-entropy become one chunked library op whose logits never exist whole
+(linear_cross_entropy.py; FUSER_DISABLE=fused_linear_cross_entropy keeps the graph as captured).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from functorch.compile import make_boxed_func, min_cut_rematerialization_partiti
 from torch._dynamo.backends.common import aot_autograd
 
 from fuser.torch_backend.decompositions import fuser_decompositions
+from fuser.torch_backend.linear_cross_entropy import fuse_linear_cross_entropy, fused_linear_cross_entropy_enabled
 from fuser.torch_backend.partition import partition_graph
 from fuser.torch_backend.report import GraphReport
 
@@ -35,12 +38,19 @@ def _enable_env_logging() -> None:
         log.setLevel(logging.INFO)
 
 
-def _graph_compiler(kind: str, reports: list[GraphReport] | None, execute_options: dict):
+def _graph_compiler(kind: str, reports: list[GraphReport] | None, execute_options: dict, rewrites: list[str]):
     def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         fused, report = partition_graph(gm, kind, execute_options)
+        if kind != "backward":  # the captured program's rewrites, told once, on its first graph
+            report.rewrites, rewrites[:] = list(rewrites), []
         if reports is not None:
             reports.append(report)
         log.debug("%s", report)
+        # The generated forward itself: a lazily recompiled GraphModule's `forward` is a stub that
+        # calls the module (nn.Module.__call__ and its hooks) on every call, ~5 µs a step.
+        real_recompile = getattr(fused, "real_recompile", None)
+        if real_recompile is not None:
+            real_recompile()
         return make_boxed_func(fused.forward)
 
     compile_graph.__name__ = f"fuser_{kind}_compiler"
@@ -70,13 +80,22 @@ def make_backend(reports: list[GraphReport] | None = None, options: dict | None 
     `options` as torch.compile passes them (BACKEND_OPTIONS)."""
     _enable_env_logging()
     execute_options = backend_options(options)
-    return aot_autograd(
-        fw_compiler=_graph_compiler("forward", reports, execute_options),
-        bw_compiler=_graph_compiler("backward", reports, execute_options),
-        inference_compiler=_graph_compiler("inference", reports, execute_options),
+    rewrites: list[str] = []
+    traced = aot_autograd(
+        fw_compiler=_graph_compiler("forward", reports, execute_options, rewrites),
+        bw_compiler=_graph_compiler("backward", reports, execute_options, rewrites),
+        inference_compiler=_graph_compiler("inference", reports, execute_options, rewrites),
         decompositions=fuser_decompositions(),
         partition_fn=min_cut_rematerialization_partition,
     )
+
+    def backend(gm: torch.fx.GraphModule, example_inputs):
+        if fused_linear_cross_entropy_enabled():
+            rewrites[:] = fuse_linear_cross_entropy(gm)
+        return traced(gm, example_inputs)
+
+    backend.__name__ = "fuser"  # as torch names the backend in its errors
+    return backend
 
 
 def fuser_backend(gm: torch.fx.GraphModule, example_inputs, *, options: dict | None = None, mode: str | None = None):

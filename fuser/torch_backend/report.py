@@ -13,15 +13,26 @@ LIBRARY_OPS = frozenset(f"aten.{name}.default" for name in (
     "_scaled_dot_product_efficient_attention", "_scaled_dot_product_efficient_attention_backward",
     "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_cudnn_attention_backward",
     "max_pool2d_with_indices", "max_pool2d_with_indices_backward", "avg_pool2d", "avg_pool2d_backward",
-))
-"""Library calls by design (matmuls, convolutions, attention, windowed pooling): between them is
-what fuser fuses; they are counted apart from the compute ops."""
+)) | {"fuser.linear_cross_entropy.default"}
+"""Library calls by design (matmuls, convolutions, attention, windowed pooling, and the LM head's
+chunked linear + cross-entropy: linear_cross_entropy.py): between them is what fuser fuses; they
+are counted apart from the compute ops."""
+
+COLLECTIVE_NAMESPACES = ("_c10d_functional", "_c10d_functional_autograd", "c10d_functional")
+"""torch.distributed's functional collectives (all_reduce, all_gather_into_tensor,
+reduce_scatter_tensor, wait_tensor...: what DTensor and tensor parallelism put in a graph) are
+library calls too: never inside a fusion, and the fusions on either side of one stay apart."""
+
+
+def is_library_call(op: str) -> bool:
+    """An op name as the reports write it: in LIBRARY_OPS, or a functional collective."""
+    return op in LIBRARY_OPS or op.partition(".")[0] in COLLECTIVE_NAMESPACES
 
 
 def op_kind(op: str) -> str:
     """"library", "view" (an ATen view, or an op fuser treats as free: alias, a constant) or
     "compute" for an op name as the reports write it ("aten.mul.Tensor")."""
-    if op in LIBRARY_OPS:
+    if is_library_call(op):
         return "library"
     from fuser.torch_backend.op_table import TRANSLATIONS, translation_for
 
@@ -85,6 +96,9 @@ class GraphReport:
     reasons: dict[str, str] = field(default_factory=dict)  # op name → why fuser refused it
     build_s: float = 0.0  # partitioning, definitions and the kernels' compile (partition time)
     regions_between_library_calls: int = 0  # the most fused regions between two consecutive library calls
+    rewrites: list[str] = field(default_factory=list)
+    """Rewrites of the captured program before AOTAutograd traced it (on its forward or inference
+    graph's report): each LM head fused with its cross-entropy, or why not (linear_cross_entropy.py)."""
 
     @property
     def fusions(self) -> list[RegionReport]:
@@ -117,6 +131,7 @@ class GraphReport:
 
     def __str__(self) -> str:
         lines = [self.summary()]
+        lines += [f"  rewrite: {note}" for note in self.rewrites]
         for r in self.regions:
             if r.failed is not None:
                 lines.append(f"  {r.name}: refused, its {len(r.ops)} ops run eagerly: {r.failed}")

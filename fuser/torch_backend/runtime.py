@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import torch
 
 from fuser import FusionDefinition
+from fuser.execution import like_inputs
 from fuser.lowering.errors import IndexRangeError
 from fuser.torch_backend.fusion_builder import RegionPlan
 
@@ -62,6 +63,10 @@ class FusedRegion(torch.nn.Module):
         # Where every output is one of the fusion's (the common case): their indices.
         specs = plan.outputs
         self.fusion_outputs = tuple(s.index for s in specs) if all(s.kind == "fusion" for s in specs) else None
+        self._autotune = self.execute_options.get("autotune")
+        # A region with a tensor input and no option but autotune calls fd._execute itself: the
+        # checks fd.execute makes of its keywords hold for every call (decided at the first).
+        self._direct: bool | None = None if set(self.execute_options) <= {"autotune"} else False
 
     def __call__(self, *args):  # skips nn.Module's hook machinery: this is called per step
         return self.forward(*args)
@@ -72,7 +77,17 @@ class FusedRegion(torch.nn.Module):
 
     def forward(self, *args):
         try:
-            outputs = self.fd.execute(self._inputs(args), **self._placement(args), **self.execute_options)
+            if self._direct is None:
+                self._direct = self._can_run_direct(args)
+            if self._direct:  # what fd.execute checks and decides per call was settled at the first call
+                inputs = self._inputs(args)
+                on_gpu = self._on_gpu(args)
+                backend = self._backends.get(on_gpu) or self._backend(on_gpu)
+                outputs = self._executor.execute(inputs, backend, self.plan.disable, False, self._autotune)
+                if backend.returns_numpy:
+                    outputs = like_inputs(outputs, inputs)
+            else:
+                outputs = self.fd.execute(self._inputs(args), **self._placement(args), **self.execute_options)
         except IndexRangeError as e:
             raise self._as_eager(e, any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)) from None
         self._record()
@@ -100,6 +115,33 @@ class FusedRegion(torch.nn.Module):
         return RuntimeError(f"index {error.index} is out of bounds for dimension {error.dim} with size {error.extent} "
                             f"({where} in the fused region {self.name}; {error})")
 
+    def _can_run_direct(self, args) -> bool:
+        """Whether calls may go to the fusion's executor itself, past fd.execute: a tensor input
+        (the tensors' device picks the backend), no option but autotune, no per-call work of
+        fd.execute's (vector inputs to flatten, aliased inputs to write back), a compiling backend
+        (whose outputs need no 0-d conversion)."""
+        if not any(isinstance(a, torch.Tensor) for a in args) or self.fd.vector_inputs or self.fd.aliases:
+            return False
+        self._backends = {}
+        if not self._backend(self._on_gpu(args)).compiles:
+            return False
+        self._executor = self.fd._get_executor()
+        return True
+
+    def _backend(self, on_gpu: bool):
+        """The backend of tensors on a GPU (cuda) or on the host (cpu), as fd.execute names it."""
+        from fuser.execution import _backend_named
+
+        backend = self._backends[on_gpu] = _backend_named("cuda" if on_gpu else "cpu")
+        return backend
+
+    @staticmethod
+    def _on_gpu(args) -> bool:
+        for a in args:
+            if type(a) is torch.Tensor and a.is_cuda:
+                return True
+        return False
+
     @staticmethod
     def _inputs(args):
         return [a.detach() if isinstance(a, torch.Tensor) and a.requires_grad else a for a in args]
@@ -114,7 +156,7 @@ class FusedRegion(torch.nn.Module):
         return {"backend": backend, "_disable_options": self.plan.disable}
 
     def _record(self) -> None:
-        names = self.fd.last_kernel_names()
+        names = self._executor.last_kernel_names() if self._direct else self.fd.last_kernel_names()
         self.stats.calls += 1
         if names is self.recorded_names:  # the launch plan of the last call: nothing new
             return

@@ -13,8 +13,10 @@ import torch
 import torch.fx
 from torch.fx.passes.operator_support import OperatorSupport
 
+import fuser.torch_backend.linear_cross_entropy  # noqa: F401  (defines torch.ops.fuser.linear_cross_entropy)
 from fuser.torch_backend.dtypes import FUSER_DTYPES
 from fuser.torch_backend.op_table import translation_for
+from fuser.torch_backend.report import COLLECTIVE_NAMESPACES
 
 FUSER_DEVICES = ("cpu", "cuda")
 
@@ -40,6 +42,8 @@ LEFT_TO_LIBRARIES = {
     aten.native_dropout.default: "random: the compiled program must draw what eager draws (torch's generator)",
     aten.sort.default: "sorting is a library call",
     aten.topk.default: "top-k is a library call",
+    torch.ops.fuser.linear_cross_entropy.default: "the LM head's linear and cross-entropy, a chunk of rows at a "
+                                                  "time: matmuls and one fuser kernel per chunk (linear_cross_entropy.py)",
 }
 """Ops fuser leaves to ATen on purpose, with why (besides matmul, convolution, attention and
 pooling: report.LIBRARY_OPS)."""
@@ -79,6 +83,8 @@ def unsupported_reason(node: torch.fx.Node) -> str | None:
         return misdeclared
     if not isinstance(node.target, torch._ops.OpOverload):
         return f"{getattr(node.target, '__name__', node.target)} is not an ATen op"
+    if node.target.namespace in COLLECTIVE_NAMESPACES:
+        return "a collective (torch.distributed): a library call, never inside a fusion"
     translation = translation_for(node.target)
     if translation is None:
         return LEFT_TO_LIBRARIES.get(node.target, f"no translation for {node.target}")

@@ -205,6 +205,45 @@ def test_region_records_its_kernels_only_when_they_change(monkeypatch):
     assert region.stats.kernels == list(region.fd.last_kernel_names())
 
 
+MAX_PYTHON_CALLS_PER_REGION = 30
+"""Python functions a cached region call may enter (FusedRegion down to the kernel's launch):
+the host overhead, counted instead of timed so that a busy machine cannot fail the test
+(`python -m fuser.benchmarks` reports the µs: the run's region host-overhead line)."""
+
+
+def test_a_cached_region_call_runs_few_python_functions_and_no_graph_module_machinery():
+    import collections
+
+    reports = []
+    fn = lambda x, y: (x + y) * 2 - y.sin()  # noqa: E731
+    compiled = torch.compile(fn, backend=make_backend(reports))
+    x, y = torch.randn(8), torch.randn(8)
+    compiled(x, y)
+    compiled(x, y)
+    region = reports[0].fusions[0].region
+    entered = collections.Counter()
+
+    def count(frame, event, arg):
+        if event == "call":
+            entered[f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_code.co_name}"] += 1
+
+    sys.setprofile(count)
+    try:
+        region(x, y)
+    finally:
+        sys.setprofile(None)
+    assert region._direct, "the region went through fd.execute's per-call checks"
+    assert sum(entered.values()) <= MAX_PYTHON_CALLS_PER_REGION, entered.most_common()
+    entered.clear()
+    sys.setprofile(count)
+    try:  # the compiled graph calls its regions from its generated code, not through nn.Module.__call__
+        torch.testing.assert_close(compiled(x, y), fn(x, y), **F32_TOL)
+    finally:
+        sys.setprofile(None)
+    assert not any(name.endswith((":_lazy_forward", ":_call_impl", ":call_wrapped")) for name in entered), \
+        sorted(entered)
+
+
 def test_dynamic_rope_passes_sizes_as_scalars():
     reports = []
     fn = lambda q, c, s: q * c + _rotate_half(q) * s  # noqa: E731
