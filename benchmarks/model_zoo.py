@@ -268,10 +268,70 @@ def build(name: str, dtype: torch.dtype = torch.float32, device: str = "cpu") ->
     return ModelCase(name, model, batch, loss, sequence=name not in ("vit", "resnet18"))
 
 
+# --------------------------------------------------------------------------- real sizes
+
+
+@dataclass(frozen=True)
+class RealSize:
+    """A model at the size users train it, with random weights (nothing is downloaded)."""
+
+    build: Callable[[], nn.Module]
+    batch: Callable[[str], dict]  # device -> keyword inputs
+
+
+def _real_lm_batch(vocab: int, batch: int, seq: int):
+    def make(device: str) -> dict:
+        g = torch.Generator().manual_seed(0)
+        ids = torch.randint(0, vocab, (batch, seq), generator=g).to(device)
+        return {"input_ids": ids, "labels": ids}
+
+    return make
+
+
+def _real_image_batch(batch: int, side: int, classes: int):
+    def make(device: str) -> dict:
+        g = torch.Generator().manual_seed(0)
+        return {"pixel_values": torch.randn(batch, 3, side, side, generator=g).to(device),
+                "labels": torch.randint(0, classes, (batch,), generator=g).to(device)}
+
+    return make
+
+
+def _real_gpt2():
+    model = _hf("GPT2Config", "GPT2LMHeadModel")  # GPT-2 small: 124M parameters
+    model.loss_type = "ForCausalLM"  # as gpt2(): no graph break between the LM head and its loss
+    return model
+
+
+REAL_SIZES: dict[str, RealSize] = {
+    "gpt2": RealSize(_real_gpt2, _real_lm_batch(50257, 8, 1024)),
+    # Llama 3.2 1B's shape: 16 layers, hidden 2048, GQA 32/8 heads, RoPE, a 128,256-word vocabulary.
+    "llama": RealSize(lambda: _hf("LlamaConfig", "LlamaForCausalLM", vocab_size=128256, hidden_size=2048,
+                                  intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+                                  num_key_value_heads=8, max_position_embeddings=4096, tie_word_embeddings=True),
+                      _real_lm_batch(128256, 4, 2048)),
+    "bert": RealSize(lambda: _hf("BertConfig", "BertForMaskedLM"), _real_lm_batch(30522, 8, 512)),  # BERT-base
+    "vit": RealSize(lambda: _hf("ViTConfig", "ViTForImageClassification", num_labels=1000),  # ViT-B/16
+                    _real_image_batch(64, 224, 1000)),
+    "resnet50": RealSize(lambda: _hf("ResNetConfig", "ResNetForImageClassification", num_labels=1000),
+                         _real_image_batch(64, 224, 1000)),
+}
+"""`python -m fuser.benchmarks.models --size real`: GPT-2 small at 8x1024 tokens, a 1B Llama at
+4x2048, BERT-base at 8x512, ViT-B/16 and ResNet-50 at batch 64 (224x224)."""
+
+
+def build_real(name: str, device: str) -> ModelCase:
+    """A REAL_SIZES model in f32 on `device`, train mode, dropout off (bf16 runs use autocast)."""
+    torch.manual_seed(0)
+    real = REAL_SIZES[name]
+    model = real.build().to(device=device).train()
+    return ModelCase(name, model, lambda seed=0, seq=0: real.batch(device), _hf_loss, sequence=False)
+
+
 def max_relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
     """The largest |got - want| over the largest |want| (1e-30 floor)."""
     scale = max(float(want.detach().float().abs().max()), 1e-30)
     return float((got.detach().float() - want.detach().float()).abs().max()) / scale
 
 
-__all__ = ["MODELS", "ModelCase", "build", "max_relative_error"]
+__all__ = ["MODELS", "REAL_SIZES", "ModelCase", "build", "build_real", "max_relative_error"]

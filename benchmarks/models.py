@@ -1,5 +1,6 @@
-"""`python -m fuser.benchmarks.models [--models gpt2,bert] [--steps 5] [--dtype float32]`: the
-model zoo (benchmarks/model_zoo.py) through torch.compile, per model:
+"""`python -m fuser.benchmarks.models [--models gpt2,bert] [--steps 5] [--dtype float32]
+[--size tiny|real] [--device cpu|cuda]`: the model zoo (benchmarks/model_zoo.py) through
+torch.compile, per model:
 
 - ATen ops fused / total, forward and backward, with views and library calls (matmul,
   convolution, attention, pooling) counted apart from the compute ops;
@@ -14,6 +15,14 @@ cold and one backend cannot warm another. CPU tensors: fuser runs its cpu backen
 emulation) and Inductor its C++ backend, so step times compare implementations on this CPU,
 not GPUs. Results are printed as a markdown table (and --json writes them). Not part of the
 tests.
+
+`--size real --device cuda` (the GPU run: `--models gpt2,llama --dtype bfloat16` is what the GPU
+check runs): GPT-2 small at 8x1024 tokens, a 1B Llama at 4x2048, BERT-base, ViT-B/16 and
+ResNet-50 at batch 64, random weights, one AdamW training step (bf16 through autocast), against
+eager and Inductor (`inductor_max_autotune` on request): step ms (CUDA events, median of 20
+after two untimed steps), first-step seconds (compiles), peak memory
+(torch.cuda.max_memory_allocated over the timed steps), fuser's regions and kernels, and the
+CUDA kernels each mode launches per step (torch's profiler).
 """
 
 from __future__ import annotations
@@ -27,18 +36,28 @@ import sys
 import tempfile
 import time
 
-MODES = ("eager", "fuser", "fuser_serial", "inductor")
+MODES = ("eager", "fuser", "fuser_serial", "inductor", "inductor_max_autotune")
+DEFAULT_MODES = {"tiny": ("eager", "fuser", "fuser_serial", "inductor"), "real": ("eager", "fuser", "inductor")}
 
 
-def _child(name: str, mode: str, steps: int, dtype: str) -> dict:
-    """One (model, mode) measurement, in this process (run by `main` in a fresh one)."""
+def _child(name: str, mode: str, steps: int, dtype: str, device: str = "cpu", size: str = "tiny") -> dict:
+    """One (model, mode) measurement, in this process (run by `main` in a fresh one).
+
+    tiny: the model in `dtype`, forward + backward per step. real: the model in f32, bf16 through
+    autocast when dtype is bfloat16, and an AdamW step (forward, backward, optimizer), as a
+    training loop runs it."""
+    import contextlib
+
     import torch
 
     from fuser.benchmarks import model_zoo
 
-    case = model_zoo.build(name, getattr(torch, dtype))
+    real = size == "real"
+    case = model_zoo.build_real(name, device) if real else model_zoo.build(name, getattr(torch, dtype), device)
     inputs = case.batch(0)
     reports: list = []
+    autocast = torch.autocast(device, dtype=torch.bfloat16) if real and dtype == "bfloat16" else \
+        contextlib.nullcontext()
 
     def forward_loss(**inputs):  # the compiled program: the model and its loss (the LM head fuses)
         return case.loss(case.model(**inputs), inputs)
@@ -50,24 +69,64 @@ def _child(name: str, mode: str, steps: int, dtype: str) -> dict:
         run = torch.compile(forward_loss, backend=make_backend(reports))
     elif mode == "inductor":
         run = torch.compile(forward_loss)
+    elif mode == "inductor_max_autotune":
+        run = torch.compile(forward_loss, mode="max-autotune-no-cudagraphs")
+    optimizer = torch.optim.AdamW(case.model.parameters(), lr=1e-5) if real else None
 
     def step() -> None:
-        run(**inputs).backward()
+        with autocast:
+            loss = run(**inputs)
+        loss.backward()
+        if optimizer is not None:
+            optimizer.step()
         for p in case.model.parameters():
             p.grad = None
 
+    cuda = device == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     start = time.perf_counter()
     step()
+    sync()
     first_s = time.perf_counter() - start
+    step()  # the optimizer's state exists from here on
+    sync()
     times = []
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     for _ in range(steps):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    result = {"model": name, "mode": mode, "first_step_s": first_s, "step_ms": statistics.median(times) * 1e3}
+        if cuda:
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            step()
+            end.record()
+            end.synchronize()
+            times.append(begin.elapsed_time(end) / 1e3)
+        else:
+            start = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - start)
+    result = {"model": name, "mode": mode, "size": size, "device": device, "first_step_s": first_s,
+              "step_ms": statistics.median(times) * 1e3}
+    if cuda:
+        result["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        result["launches"] = _launches_per_step(step)
     if reports:
         result["graphs"] = [_graph_summary(r) for r in reports]
     return result
+
+
+def _launches_per_step(step) -> int | None:
+    """CUDA kernels launched by one step (torch's profiler), or None where it cannot count them."""
+    try:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            step()
+            torch.cuda.synchronize()
+        return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+    except Exception:
+        return None
 
 
 def _graph_summary(report) -> dict:
@@ -79,13 +138,14 @@ def _graph_summary(report) -> dict:
             "between": report.regions_between_library_calls, "eager_compute": eager}
 
 
-def measure(name: str, mode: str, steps: int, dtype: str, timeout_s: float) -> dict:
+def measure(name: str, mode: str, steps: int, dtype: str, timeout_s: float, device: str = "cpu",
+            size: str = "tiny") -> dict:
     with tempfile.TemporaryDirectory(prefix="fuser-models-") as cache:
         env = {**os.environ, "FUSER_CACHE_DIR": os.path.join(cache, "fuser"),
                "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache, "inductor"),
                "FUSER_COMPILE_THREADS": "1" if mode == "fuser_serial" else os.environ.get("FUSER_COMPILE_THREADS", "0")}
         code = ("import json, sys; from fuser.benchmarks.models import _child; "
-                f"print('RESULT ' + json.dumps(_child({name!r}, {mode!r}, {steps}, {dtype!r})))")
+                f"print('RESULT ' + json.dumps(_child({name!r}, {mode!r}, {steps}, {dtype!r}, {device!r}, {size!r})))")
         try:
             done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                                   timeout=timeout_s)
@@ -148,28 +208,80 @@ def render(results: dict[str, dict[str, dict]]) -> str:
     return "\n".join(lines)
 
 
+def render_real(results: dict[str, dict[str, dict]]) -> str:
+    """The real-size table: step time (median, CUDA events on a GPU), fuser against Inductor,
+    first-step (compile) seconds, peak memory, and per step fuser's regions and kernels and the
+    CUDA launches of every mode."""
+    head = ("| model | step ms: eager / fuser / inductor | fuser ÷ inductor | first step s: fuser / inductor | "
+            "peak GiB: eager / fuser / inductor | fuser regions / kernels | launches: eager / fuser / inductor |")
+    lines = [head, "|" + "|".join(["---"] * (head.count("|") - 1)) + "|"]
+    failures = []
+
+    def cell(by_mode, mode, key, fmt):
+        r = by_mode.get(mode, {})
+        return "—" if "error" in r or r.get(key) is None else format(r[key], fmt)
+
+    for name, by_mode in results.items():
+        fuser, inductor = by_mode.get("fuser", {}), by_mode.get("inductor", {})
+        ratio = f"{fuser['step_ms'] / inductor['step_ms']:.2f}" if "step_ms" in fuser and "step_ms" in inductor else "—"
+        graphs = fuser.get("graphs", [])
+        lines.append(
+            f"| {name} | {cell(by_mode, 'eager', 'step_ms', '.1f')} / {cell(by_mode, 'fuser', 'step_ms', '.1f')} / "
+            f"{cell(by_mode, 'inductor', 'step_ms', '.1f')} | {ratio} | {cell(by_mode, 'fuser', 'first_step_s', '.1f')} / "
+            f"{cell(by_mode, 'inductor', 'first_step_s', '.1f')} | {cell(by_mode, 'eager', 'peak_gib', '.2f')} / "
+            f"{cell(by_mode, 'fuser', 'peak_gib', '.2f')} / {cell(by_mode, 'inductor', 'peak_gib', '.2f')} | "
+            f"{sum(g['regions'] for g in graphs)} / {sum(g['kernels'] for g in graphs)} | "
+            f"{cell(by_mode, 'eager', 'launches', 'd')} / {cell(by_mode, 'fuser', 'launches', 'd')} / "
+            f"{cell(by_mode, 'inductor', 'launches', 'd')} |")
+        failures += [f"- {name}, {mode}: failed: {r['error']}" for mode, r in by_mode.items() if "error" in r]
+    return "\n".join(lines + (["", *failures] if failures else []))
+
+
+def _gpu_name() -> str:
+    try:
+        import torch
+
+        return torch.cuda.get_device_name(0)
+    except Exception:
+        return "unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
     from fuser.benchmarks import model_zoo
 
     p = argparse.ArgumentParser(prog="python -m fuser.benchmarks.models", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--models", default=",".join(model_zoo.MODELS), help="comma-separated model names")
-    p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
-    p.add_argument("--steps", type=int, default=5, help="timed training steps after the first")
+    p.add_argument("--models", help="comma-separated model names (default: all of the size)")
+    p.add_argument("--modes", help=f"comma-separated, of {', '.join(MODES)} (default: "
+                                   f"{', '.join(DEFAULT_MODES['tiny'])}; real: {', '.join(DEFAULT_MODES['real'])})")
+    p.add_argument("--size", default="tiny", choices=["tiny", "real"],
+                   help="tiny: the test configs (CPU table); real: GPT-2 small, a 1B Llama, BERT-base, ViT-B/16, "
+                        "ResNet-50 with random weights, an AdamW step, bf16 through autocast")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--steps", type=int, help="timed training steps after two untimed ones (default 5; real: 20)")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per (model, mode) process")
     p.add_argument("--json", help="also write the results to this file")
     args = p.parse_args(argv)
+    known = model_zoo.REAL_SIZES if args.size == "real" else model_zoo.MODELS
+    names = [m.strip() for m in (args.models or ",".join(known)).split(",") if m.strip()]
+    modes = [m.strip() for m in (args.modes or ",".join(DEFAULT_MODES[args.size])).split(",") if m.strip()]
+    for what, given, allowed in (("model", names, known), ("mode", modes, MODES)):
+        unknown = [g for g in given if g not in allowed]
+        if unknown:
+            p.error(f"unknown {what} {unknown[0]!r} for --size {args.size}; known: {', '.join(allowed)}")
+    steps = args.steps if args.steps is not None else (20 if args.size == "real" else 5)
     results: dict[str, dict[str, dict]] = {}
-    for name in [m.strip() for m in args.models.split(",") if m.strip()]:
-        for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
+    for name in names:
+        for mode in modes:
             start = time.perf_counter()
-            r = measure(name, mode, args.steps, args.dtype, args.timeout)
+            r = measure(name, mode, steps, args.dtype, args.timeout, args.device, args.size)
             results.setdefault(name, {})[mode] = r
             status = r.get("error") or f"first step {r['first_step_s']:.1f} s, step {r['step_ms']:.1f} ms"
             print(f"[{name} {mode}] {status} ({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
-    print(f"### Models, {args.dtype}, one training step on the CPU ({os.cpu_count()} cores)\n")
-    print(render(results))
+    where = f"the GPU ({_gpu_name()})" if args.device == "cuda" else f"the CPU ({os.cpu_count()} cores)"
+    print(f"### Models ({args.size}), {args.dtype}, one training step on {where}\n")
+    print(render(results) if args.size == "tiny" else render_real(results))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

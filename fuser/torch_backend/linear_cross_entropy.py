@@ -96,35 +96,42 @@ def chunk_rows(rows: int, hidden: int, vocab: int, element_bytes: int) -> int:
 
 @torch.library.custom_op(OP_NAME, mutates_args=())
 def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                         labels: torch.Tensor, ignore_index: int, reduction: str, loss_dtype: torch.dtype,
-                         with_grad: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+                         labels: torch.Tensor, ignore_index: int, reduction: str, logits_dtype: torch.dtype,
+                         loss_dtype: torch.dtype, with_grad: bool
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(loss, grad_hidden, grad_weight, grad_bias) of cross_entropy(linear(hidden, weight, bias),
-    labels, ignore_index, reduction) for hidden [N, H], weight [V, H], labels [N]; the loss in
-    loss_dtype, the gradients (of the loss, not yet scaled by its incoming gradient) in their
-    inputs' dtypes, empty unless with_grad (grad_bias also when bias is None)."""
+    labels, ignore_index, reduction) for hidden [N, H], weight [V, H], labels [N]; the linear in
+    logits_dtype (the traced program's: autocast's where it ran under autocast, else its
+    operands'), the loss in loss_dtype, the gradients (of the loss, not yet scaled by its incoming
+    gradient) in their inputs' dtypes, empty unless with_grad (grad_bias also when bias is None)."""
     rows, hidden_size = hidden.shape
     vocab = weight.shape[0]
     valid = labels != ignore_index
     scale = 1.0 / float(valid.sum()) if reduction == "mean" and bool(valid.any()) else 1.0
     if reduction == "mean" and not bool(valid.any()):
         scale = float("inf")  # 0 / 0: eager's mean over no row is nan; every row's gradient is 0
-    fd = _chunk_fusion(hidden.dtype, ignore_index, with_grad)
-    step = chunk_rows(rows, hidden_size, vocab, max(hidden.element_size(), 4))
+    fd = _chunk_fusion(logits_dtype, ignore_index, with_grad)
+    step = chunk_rows(rows, hidden_size, vocab, max(torch.finfo(logits_dtype).bits // 8, 4))
     total = torch.zeros((), dtype=torch.float32, device=hidden.device)
     empty = hidden.new_empty(0)
-    grad_hidden = torch.empty_like(hidden) if with_grad else empty
+    grad_hidden = torch.empty(hidden.shape, dtype=logits_dtype, device=hidden.device) if with_grad else empty
     grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if with_grad else empty
     grad_bias = torch.zeros(vocab, dtype=torch.float32, device=weight.device) if with_grad and bias is not None \
         else empty
+    # The operands as the traced linear saw them after autocast (no copy where the dtypes agree);
+    # autocast itself is off in here: the dtypes are the trace's.
+    autocast_off = torch.autocast(hidden.device.type, enabled=False)
+    weight_in, bias_in = weight.to(logits_dtype), bias.to(logits_dtype) if bias is not None else None
     for start in range(0, rows, step):
-        h = hidden[start:start + step]
-        logits = F.linear(h, weight, bias)
+        h = hidden[start:start + step].to(logits_dtype)
+        with autocast_off:
+            logits = F.linear(h, weight_in, bias_in)
         outputs = fd.execute([logits, labels[start:start + step], scale], device=hidden.device)
         del logits
         total += outputs[0].sum()
         if with_grad:
             grad_logits = outputs[1]
-            torch.mm(grad_logits, weight, out=grad_hidden[start:start + step])
+            torch.mm(grad_logits, weight_in, out=grad_hidden[start:start + step])
             grad_weight.addmm_(grad_logits.t(), h) if grad_logits.dtype == torch.float32 else \
                 grad_weight.add_(torch.mm(grad_logits.t(), h))
             if bias is not None:
@@ -133,13 +140,14 @@ def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, bias: torch
         del outputs  # before the next chunk's logits: one chunk's [rows, V] tensors live at a time
     if reduction == "mean":
         total = total / valid.sum()
+    grad_hidden = grad_hidden.to(hidden.dtype) if with_grad else empty
     grad_weight = grad_weight.to(weight.dtype) if with_grad else empty
     grad_bias = grad_bias.to(bias.dtype) if with_grad and bias is not None else empty
     return total.to(loss_dtype), grad_hidden, grad_weight, grad_bias
 
 
 @linear_cross_entropy.register_fake
-def _(hidden, weight, bias, labels, ignore_index, reduction, loss_dtype, with_grad):
+def _(hidden, weight, bias, labels, ignore_index, reduction, logits_dtype, loss_dtype, with_grad):
     empty = hidden.new_empty(0)
     loss = hidden.new_empty((), dtype=loss_dtype)
     if not with_grad:
@@ -162,7 +170,7 @@ def _backward(ctx, grad_loss, *_unused):
     g = grad_loss.float()
     bias_grad = (grad_bias * g).to(grad_bias.dtype) if ctx.has_bias else None
     return ((grad_hidden * g).to(grad_hidden.dtype), (grad_weight * g).to(grad_weight.dtype), bias_grad,
-            None, None, None, None, None)
+            None, None, None, None, None, None)
 
 
 linear_cross_entropy.register_autograd(_backward, setup_context=_setup_context)
@@ -311,7 +319,8 @@ def fuse_linear_cross_entropy(gm: torch.fx.GraphModule) -> list[str]:
             flat = graph.call_method("reshape", (h, -1, hidden_size)) if _val(match.hidden).dim() != 2 else h
             fused = graph.call_function(torch.ops.fuser.linear_cross_entropy.default,
                                         (flat, match.weight, match.bias, match.labels, match.ignore_index,
-                                         match.reduction, match.loss_dtype, match.with_grad))
+                                         match.reduction, _val(match.linear).dtype, match.loss_dtype,
+                                         match.with_grad))
             loss = graph.call_function(operator.getitem, (fused, 0))
         ce.replace_all_uses_with(loss)
         chain = []

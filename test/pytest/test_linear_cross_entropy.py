@@ -128,6 +128,24 @@ def test_a_row_selection_of_the_logits_selects_the_hidden_states_rows(fresh_dyna
     _close(got, _step(fewer_classes, None, h, w))
 
 
+def test_under_autocast_the_head_multiplies_in_autocasts_dtype(fresh_dynamo, small_chunks):
+    """f32 weights under bf16 autocast: the chunks' matmuls run in bf16 as eager's linear does
+    (in f32 the loss would differ from eager's by far more than bf16's rounding); the weight's
+    gradient sums bf16 products of chunks in f32, so it is eager's within bf16 rounding."""
+    h, w, b, y = _head(50, 16, 40)
+
+    def f(h, w, b):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return F.cross_entropy(F.linear(h, w, b).float(), y)
+
+    got = _step(f, "fuser", h, w, b)
+    assert any(": fused with its linear" in n for n in _rewrites(got[2])), _rewrites(got[2])
+    want = _step(f, None, h, w, b)
+    assert [g.dtype for g in got[1]] == [torch.float32] * 3
+    torch.testing.assert_close(got[0], want[0], rtol=1e-6, atol=0)  # one chunk's rows, the same products
+    _close(got, want, atol_rel=8e-3)
+
+
 def test_every_row_ignored_gives_eagers_nan_loss_and_zero_gradients(fresh_dynamo, small_chunks):
     h, w, b, _ = _head(30, 8, 20)
     y = torch.full((30,), -100)
