@@ -28,15 +28,20 @@ def is_torch_tensor(x: object) -> bool:
 
 
 def torch_to_numpy(x) -> np.ndarray:
-    """A host numpy array of a torch tensor: a view of a CPU tensor, a copy of another device's."""
+    """A host numpy array of a torch tensor: a view of a CPU tensor, a copy of another device's.
+
+    The view is taken through DLPack (the array holds the tensor), not `Tensor.numpy()`, which
+    marks the tensor's storage non-resizable for good: FSDP2 frees its all-gathered parameters
+    after each step with `untyped_storage().resize_(0)`, and a parameter a fused region had read
+    would then raise "Trying to resize storage that is not resizable"."""
     viewed = _bits_viewed()
     if x.is_cpu and not x.requires_grad and not x.is_conj() and x.dtype not in viewed:
-        return x.numpy()  # the common case, without detach()'s new tensor
+        return np.from_dlpack(x)  # the common case, without detach()'s new tensor
     x = x.detach().cpu()
     if x.dtype in viewed:
         name, bits = viewed[x.dtype]
-        return x.view(bits).numpy().view(numpy_dtype(name))
-    return x.resolve_conj().numpy()
+        return np.from_dlpack(x.view(bits)).view(numpy_dtype(name))
+    return np.from_dlpack(x.resolve_conj())
 
 
 _BITS_VIEWED: dict = {}

@@ -18,144 +18,65 @@ itself uses bucket_cap_mb for its first bucket when bucket_cap_mb is given, so t
 `torch.distributed._DEFAULT_FIRST_BUCKET_BYTES` to the bucket size. "no_optimization" (one graph,
 gradients reduced after the whole backward) and "python_reducer" gave the same gradients here too.
 
-Ranks run as subprocesses (`python -c`, each in its own process group, killed with everything it
-started on timeout), inherit os.environ (so FUSER_CACHE_DIR is the parent's), and write their
-gradients, fusion counts, or their traceback to a result file the parent reads.
+Ranks run as subprocesses (distributed_ranks.py, shared with test_distributed_fsdp_tp.py: FSDP2
+and tensor parallelism); each writes its gradients, fusion counts, or its traceback to a result
+file the parent reads.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import textwrap
-import time
-from pathlib import Path
-
+import pytest
 import torch
 
-WORLD = 2
+from distributed_ranks import WORLD, assert_grads_close, run_ranks
+
 CHILD_TIMEOUT_S = 100  # both ranks together, compilation included (about 20 s on 2 cores)
 OPTIMIZE_DDP = "ddp_optimizer"  # torch._dynamo.config.optimize_ddp in the ranks (see the docstring)
 BUCKET_CAP_MB = 0.02  # ~5k float32 gradients a bucket: NanoGPT's ~31k parameters span several
 
-_CHILD = textwrap.dedent(
-    """
-    import datetime, os, sys, traceback
+# the 2 rank processes of each distributed test fill a 2-core machine: one such test at a time
+pytestmark = pytest.mark.xdist_group("distributed-ranks")
+
+_STEP = """
+def step(rank, world):
+    import os
     import torch
+    import torch.distributed as dist
+    import torch._dynamo
+    from torch.nn.parallel import DistributedDataParallel as DDP
 
-    rank, world, port, out_path = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-    result = {"rank": rank}
-    try:
-        torch.set_num_threads(1)
-        import torch.distributed as dist
-        import torch._dynamo
-        from torch.nn.parallel import DistributedDataParallel as DDP
+    import fuser.torch_backend
+    from fuser.benchmarks import model_zoo
 
-        import fuser.torch_backend
-        from fuser.benchmarks import model_zoo
-
-        torch._dynamo.config.optimize_ddp = os.environ["FUSER_TEST_OPTIMIZE_DDP"]
-        bucket_mb = float(os.environ["FUSER_TEST_DDP_BUCKET_MB"])
-        # DDPOptimizer assumes DDP's default 1 MiB first bucket and asserts it is <= bucket_cap_mb; with
-        # an explicit bucket_cap_mb DDP's first bucket is bucket_cap_mb too, so tell DDPOptimizer the same
-        # (it reads this constant when it is built, at the first compiled call)
-        dist._DEFAULT_FIRST_BUCKET_BYTES = int(bucket_mb * 1024 * 1024)
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=60))
-        try:
-            torch.manual_seed(0)  # NanoGPT's init is unseeded; DDP broadcasts rank 0's weights anyway
-            case = model_zoo.build("nanogpt")
-            result["init"] = {k: v.detach().clone() for k, v in case.model.state_dict().items()}
-            ddp = DDP(case.model, bucket_cap_mb=bucket_mb)
-            reports = []
-            compiled = torch.compile(ddp, backend=fuser.torch_backend.make_backend(reports))
-            inputs = case.batch(rank, model_zoo.SEQ)
-            loss = case.loss(compiled(**inputs), inputs)
-            loss.backward()
-            result["loss"] = loss.detach()
-            result["grads"] = {n: p.grad.detach().clone() for n, p in case.model.named_parameters()}
-            result["fusions"] = sum(len(r.fusions) for r in reports)
-            result["kernels"] = sum(r.kernels or 0 for r in reports)
-            result["graphs"] = [r.kind for r in reports]
-            result["reports"] = "\\n".join(str(r) for r in reports)
-            print(result["reports"], flush=True)
-            dist.barrier()
-        finally:
-            dist.destroy_process_group()
-    except BaseException:
-        result["error"] = traceback.format_exc()
-    torch.save(result, out_path + ".tmp")
-    os.replace(out_path + ".tmp", out_path)
-    sys.exit(1 if "error" in result else 0)
-    """
-)
+    torch._dynamo.config.optimize_ddp = os.environ["FUSER_TEST_OPTIMIZE_DDP"]
+    bucket_mb = float(os.environ["FUSER_TEST_DDP_BUCKET_MB"])
+    # DDPOptimizer assumes DDP's default 1 MiB first bucket and asserts it is <= bucket_cap_mb; with
+    # an explicit bucket_cap_mb DDP's first bucket is bucket_cap_mb too, so tell DDPOptimizer the same
+    # (it reads this constant when it is built, at the first compiled call)
+    dist._DEFAULT_FIRST_BUCKET_BYTES = int(bucket_mb * 1024 * 1024)
+    torch.manual_seed(0)  # NanoGPT's init is unseeded; DDP broadcasts rank 0's weights anyway
+    case = model_zoo.build("nanogpt")
+    result = {"init": {k: v.detach().clone() for k, v in case.model.state_dict().items()}}
+    ddp = DDP(case.model, bucket_cap_mb=bucket_mb)
+    reports = []
+    compiled = torch.compile(ddp, backend=fuser.torch_backend.make_backend(reports))
+    inputs = case.batch(rank, model_zoo.SEQ)
+    loss = case.loss(compiled(**inputs), inputs)
+    loss.backward()
+    result["loss"] = loss.detach()
+    result["grads"] = {n: p.grad.detach().clone() for n, p in case.model.named_parameters()}
+    result["fusions"] = sum(len(r.fusions) for r in reports)
+    result["kernels"] = sum(r.kernels or 0 for r in reports)
+    result["graphs"] = [r.kind for r in reports]
+    result["reports"] = "\\n".join(str(r) for r in reports)
+    print(result["reports"], flush=True)
+    return result
+"""
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the rank and anything it started (compilers)
-        except ProcessLookupError:
-            pass
-    proc.wait()
-
-
-def _launch(tmp_path: Path, attempt: int) -> tuple[list[dict | None], list[str], bool]:
-    """Runs the ranks; each one's result (None where it wrote none), its output, and whether they
-    were killed at the deadline. A rank that fails stops the others (they would only wait for it)."""
-    port = _free_port()
-    env = dict(os.environ, FUSER_TEST_DDP_BUCKET_MB=str(BUCKET_CAP_MB), FUSER_TEST_OPTIMIZE_DDP=OPTIMIZE_DDP,
-               OMP_NUM_THREADS="1")
-    outs = [tmp_path / f"try{attempt}-rank{r}.pt" for r in range(WORLD)]
-    logs = [tmp_path / f"try{attempt}-rank{r}.log" for r in range(WORLD)]
-    procs, timed_out = [], False
-    try:
-        for r in range(WORLD):
-            with open(logs[r], "wb") as log:
-                procs.append(subprocess.Popen(
-                    [sys.executable, "-c", _CHILD, str(r), str(WORLD), str(port), str(outs[r])],
-                    env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-        deadline = time.monotonic() + CHILD_TIMEOUT_S
-        while any(p.poll() is None for p in procs):
-            if any(p.poll() not in (None, 0) for p in procs):
-                break
-            if time.monotonic() > deadline:
-                timed_out = True
-                break
-            time.sleep(0.1)
-    finally:
-        for p in procs:
-            _kill(p)
-    results = [torch.load(o, weights_only=False) if o.exists() else None for o in outs]
-    return results, [log.read_text(errors="replace")[-4000:] for log in logs], timed_out
-
-
-def _run_ranks(tmp_path: Path) -> list[dict]:
-    for attempt in range(2):
-        results, logs, timed_out = _launch(tmp_path, attempt)
-        errors = [res.get("error", "") if res else "" for res in results]
-        if attempt == 0 and any("address already in use" in e.lower() for e in errors):
-            continue  # the free port was taken before rank 0 bound it: once more on another
-        break
-    # a rank's own failure first: the others then fail (or were stopped) only because of it
-    for r in range(WORLD):
-        if errors[r]:
-            raise AssertionError(f"rank {r} failed:\n{errors[r]}\nits output:\n{logs[r]}")
-    missing = [r for r in range(WORLD) if results[r] is None]
-    if missing:
-        why = f"were killed after {CHILD_TIMEOUT_S} s" if timed_out else "were stopped or died"
-        raise AssertionError(f"rank(s) {missing} {why} and wrote no result; their output:\n"
-                             + "\n".join(f"--- rank {r}:\n{logs[r]}" for r in missing))
-    return results
+def _run_ranks(tmp_path) -> list[dict]:
+    env = {"FUSER_TEST_DDP_BUCKET_MB": str(BUCKET_CAP_MB), "FUSER_TEST_OPTIMIZE_DDP": OPTIMIZE_DDP}
+    return run_ranks(tmp_path, _STEP, env=env, timeout_s=CHILD_TIMEOUT_S)
 
 
 def _reference_grads(init: dict) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
@@ -192,6 +113,4 @@ def test_ddp_compiled_step_matches_eager(tmp_path):
         g0, g1 = results[0]["grads"][name], results[1]["grads"][name]
         assert torch.equal(g0, g1), (f"{name}: ranks hold different gradients "
                                      f"(max |diff| {float((g0 - g1).abs().max()):.3g})")
-        err = float((g0 - want).abs().max())
-        assert err <= 1e-5 * scale, (f"{name}: all-reduced gradient differs from the eager reference by "
-                                     f"{err:.3g} (> 1e-5 * largest gradient {scale:.3g})")
+        assert_grads_close(name, g0, want, scale, "the all-reduced gradient")

@@ -281,3 +281,62 @@ def test_explain_counts_fusions_kernels_and_ops(capsys):
     assert record.fused_ops <= record.aten_ops
     assert "forward graph:" in printed and "kernel(s)" in printed
     assert x.grad is None  # explain leaves no gradients behind
+
+
+# ---------------------------------------------------------------------------------- distributed training
+# (the runs on 2 gloo ranks: test_distributed.py, DDP; test_distributed_fsdp_tp.py, FSDP2 and TP)
+
+
+def test_inputs_keep_their_storage_resizable():
+    """FSDP2 frees its all-gathered parameters after each step (`untyped_storage().resize_(0)`)
+    and gathers them into storage allocated again before the next: a fused region reads a CPU
+    tensor in place without making its storage non-resizable (as `Tensor.numpy()` would)."""
+    from fuser_dialect.inputs import torch_to_numpy
+
+    reports = []
+    fn = lambda x, w: x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w  # noqa: E731
+    compiled = torch.compile(fn, backend=make_backend(reports))
+    x, w = torch.randn(4, 16), torch.randn(16)
+    values, want = w.clone(), fn(x, w)
+    for _ in range(2):  # the full path, then the launch plan on the storage allocated again
+        torch.testing.assert_close(compiled(x, w), want, **F32_TOL)
+        storage = w.untyped_storage()
+        assert storage.resizable() and x.untyped_storage().resizable()
+        storage.resize_(0)  # as FSDP2 frees, then gathers again
+        storage.resize_(values.nbytes)
+        w.copy_(values)
+    assert len(reports) == 1 and len(reports[0].fusions) == 1
+    for t in (torch.randn(3), torch.randn(3).bfloat16(), torch.randn(3, requires_grad=True)):
+        assert torch.equal(torch.from_numpy(torch_to_numpy(t).astype("float32")), t.detach().float())
+        assert t.untyped_storage().resizable(), t.dtype
+
+
+def test_functional_collectives_are_library_calls_no_fusion_crosses():
+    """A functional collective (DTensor's and tensor parallelism's all_reduce, all_gather,
+    reduce_scatter, wait_tensor) is a library call: never inside a fusion, counted with the
+    library calls, and the fusions before and after it stay apart (torch's partitioner alone
+    joins the two independent chains below into one fusion that would run after the wait)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from fuser.torch_backend.partition import partition_graph
+    from fuser.torch_backend.report import op_kind
+
+    c10d = torch.ops._c10d_functional
+
+    def fn(x, y):
+        before = (x * 2).exp()
+        reduced = c10d.wait_tensor(c10d.all_reduce(y + 1, "sum", "0"))
+        return before, (reduced * 3).tanh()
+
+    gm = make_fx(fn, tracing_mode="fake")(torch.randn(4, 8), torch.randn(4, 8))  # no process group needed
+    gm, report = partition_graph(gm, "forward")
+    assert [sorted(r.ops) for r in report.fusions] == [["aten.exp.default", "aten.mul.Tensor"],
+                                                      ["aten.mul.Tensor", "aten.tanh.default"]], str(report)
+    assert report.counts()["library"] == (0, 2)
+    assert report.regions_between_library_calls == 1
+    assert op_kind("_c10d_functional.all_gather_into_tensor.default") == "library"
+    assert op_kind("_c10d_functional.reduce_scatter_tensor.default") == "library"
+    assert "collective" in report.reasons["_c10d_functional.all_reduce.default"]
+    order = [n.target if n.op == "call_module" else n.target.__name__ for n in gm.graph.nodes
+             if n.op == "call_module" or n.target in (c10d.all_reduce.default, c10d.wait_tensor.default)]
+    assert order == ["fuser_region_0", "all_reduce.default", "wait_tensor.default", "fuser_region_1"], order
