@@ -2,7 +2,7 @@
 from tiny configs with random weights (never a download), and three written here (a ResNet-18,
 a nanoGPT block stack, a llama-style block), each with a batch and a loss.
 
-Shared by the model tests (test/pytest/test_models.py) and the models benchmark
+Shared by the model tests (test/pytest/torch_backend/test_models.py) and the models benchmark
 (`python -m fuser.benchmarks.models`). `build(name, dtype)` gives a `ModelCase`: the module in
 train mode without dropout (dropout is random: eager and compiled runs could never agree), a
 function making a batch, and the loss of a forward pass.

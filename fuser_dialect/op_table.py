@@ -14,7 +14,7 @@ The pieces:
 - `emitted`: whether lowering/codegen/emit_cuda.EMITTERS must have an emitter for it.
 
 A piece an op cannot have is declared `NotApplicable("why")`, never left out: a missing
-piece (None) is what test/pytest/test_op_table.py reports.
+piece (None) is what test/pytest/dialect/test_op_table.py reports.
 """
 
 from __future__ import annotations

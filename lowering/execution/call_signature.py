@@ -9,8 +9,9 @@ plan writes into its launches.
 `call_signature` is the definition. An executor calls `signature_function(kinds)` instead: the
 same function specialised for its fusion's argument kinds (straight-line code, one branch per
 input, no loop or list appends), generated once per executor the way dataclasses generate
-`__init__`. It returns exactly what `call_signature` returns (test_call_signature.py checks
-this on generated inputs); it is half the cost on the path every cached call takes."""
+`__init__`. It returns exactly what `call_signature` returns
+(test/pytest/execution/test_call_signature.py checks this on generated inputs); it is half the cost
+on the path every cached call takes."""
 
 from __future__ import annotations
 

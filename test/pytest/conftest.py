@@ -1,12 +1,17 @@
-"""Session-wide settings of the pytest suite.
+"""Session-wide settings of the pytest suite (its folders: README.md beside this file).
 
+* The shared helper modules (lowering_checks, torch_checks, nvfuser_ported, ...) live in this
+  folder, the tests in its subfolders: this folder is put first on sys.path here, before any test
+  module is imported, so `from lowering_checks import check` works from every subfolder (pytest's
+  default "prepend" import mode only adds each test file's own folder). Test file names are
+  unique across the folders (they are imported by their bare names).
 * FUSER_MEMCHECK=1 (unless set): every cpu launch in the suite checks each global access against
   the buffer it goes through, so an out-of-bounds index fails the test that caused it instead of
   reading garbage. FUSER_MEMCHECK=0 runs the suite unchecked.
 * FUSER_RACECHECK=0 (unless set): racecheck (lowering/runtime/fuser_cpu_racecheck.h) costs
-  too much for every kernel of a CI run; test_racecheck.py runs every scheduler's kernels with
-  it. FUSER_RACECHECK=1 runs the whole suite with it: a race between the threads of a block
-  fails the test that made the kernel.
+  too much for every kernel of a CI run; backends/test_racecheck.py runs every scheduler's
+  kernels with it. FUSER_RACECHECK=1 runs the whole suite with it: a race between the threads of
+  a block fails the test that made the kernel.
 * FUSER_CACHE_DIR and FUSER_SHARED_CACHE_DIR: a fresh folder per session (removed at its end),
   so the suite neither fills nor depends on the user's ~/.cache/fuser (the cpu runtime, its
   precompiled header and NVRTC's headers are built once per session); kernels are shared by all
@@ -34,9 +39,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
+from pathlib import Path
 
 import pytest
+
+_SUITE = str(Path(__file__).resolve().parent)
+if _SUITE not in sys.path:
+    sys.path.insert(0, _SUITE)
 
 os.environ.setdefault("FUSER_MEMCHECK", "1")
 os.environ.setdefault("FUSER_RACECHECK", "0")
@@ -73,10 +84,13 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     """Tests whose files run fusions through lowering_checks.check run on one worker, in file
     order (xdist_group "kernels-for-nvrtc"): `check` records every kernel it ran in its process,
-    and test_lowering_ops' and test_schedulers' `test_every_generated_kernel_compiles_with_nvrtc`
-    compile all that their process recorded and no earlier test compiled. In one process that is
-    every kernel the files sorted before them ran (test_grid_reductions ... test_schedulers);
-    kept together, they still are."""
+    and `test_every_generated_kernel_compiles_with_nvrtc` of test_lowering_ops.py and of
+    test_schedulers.py compile all that their process recorded and no earlier test
+    compiled. In one process that is every kernel the files collected before them ran (the
+    folders first, then the files at the top, each in name order: execution/test_large_fusions,
+    execution/test_static_extents, ops/test_random, schedulers/test_grid_reductions,
+    schedulers/test_row_storage, test_lowering_ops, test_schedulers); kept together, they still
+    are."""
     import lowering_checks
 
     for item in items:

@@ -1,6 +1,6 @@
-"""Shared by test_fuzz_families.py: a fusion built twice at once — through `fd.ops` and as a torch
-program — so every generated fusion has a torch eager oracle, plus the runner that executes it on
-the reference and cpu backends, at two sets of extents and once more from the cache.
+"""Shared by fuzz/test_fuzz_families.py: a fusion built twice at once — through `fd.ops` and as a
+torch program — so every generated fusion has a torch eager oracle, plus the runner that executes
+it on the reference and cpu backends, at two sets of extents and once more from the cache.
 
 - `Mirror` wraps a `FusionDefinition` under construction: `m.tensor(...)`, `m.op(fd_op, torch_fn,
   *args)` and `m.output(...)` add the fuser op and remember the torch function of each value (`V`).

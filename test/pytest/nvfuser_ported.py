@@ -1,5 +1,5 @@
 """Shared by the tests ported from NVIDIA/Fuser's Python frontend suite
-(test_nvfuser_ported_*.py): torch eager as the reference for a fusion definition.
+(ported/test_nvfuser_ported_*.py): torch eager as the reference for a fusion definition.
 
 `TorchFD` runs a definition function — `def definition(fd): ...`, written once against nvFuser's
 API — with torch instead of fuser: each `define_tensor` / `from_pytorch` / `define_scalar(None)`

@@ -1,5 +1,6 @@
 """Fusions with dynamic resize ops, their numpy oracles and input samplers, and a memoizing
-stand-in executor — shared by test_concretize.py and test_cache.py.
+stand-in executor — shared by passes/test_concretize.py, execution/test_cache.py and
+fuzz/test_executor_property.py.
 
 Each `Case` has: `build()` → a FusionDefinition; `oracle(inputs)` → the expected outputs,
 written directly in numpy (independent of the interpreter, with nvFuser's semantics: a resized

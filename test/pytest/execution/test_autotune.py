@@ -93,7 +93,8 @@ def test_a_stored_choice_is_reused_by_another_process(cache):
                    autotune=True)
         print("from cache:", fd.last_kernels()[0].tuning.from_cache)
         """)
-    done = subprocess.run([sys.executable, "-c", script, os.path.dirname(__file__)], capture_output=True, text=True,
+    helpers = os.path.dirname(os.path.dirname(__file__))  # test/pytest: lowering_checks
+    done = subprocess.run([sys.executable, "-c", script, helpers], capture_output=True, text=True,
                           env=dict(os.environ), timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "from cache: True" in done.stdout

@@ -1,5 +1,10 @@
-"""Regression tests of the semantics and dtype defects of issue 22 ("nvFuser frontend fidelity"),
-each against torch or nvFuser's documented behaviour, on the "reference" and "cpu" backends."""
+"""Where fuser must mean what nvFuser means, each against torch or nvFuser's documented behaviour,
+on the "reference" and "cpu" backends: add_output(out, alias_input) positionally and an aliased
+input returned updated; DataType.Null as a reduction dtype; the promotion of scalars and 0-d
+tensors; 16-bit uniform below its rounded upper bound; seeded normal bit-identical between the
+backends and unseeded random ops on the (seed, offset) progression; define_vector(n) as n scalar
+inputs; factory fusions returning torch tensors. (Found as issue 22's "frontend fidelity"
+defects.)"""
 
 from __future__ import annotations
 

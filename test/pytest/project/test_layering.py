@@ -8,7 +8,7 @@ import pathlib
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 FORBIDDEN = {
     "fuser_dialect": ("fuser",),  # the IR imports neither the compiler nor the public package

@@ -4,8 +4,8 @@ Each row names one piece of nvFuser's Python frontend (`fd.ops.cumsum`, `fd.defi
 `Tensor.__abs__`, `DataType.ComplexFloat`, ...), fuser's status and the test files that
 exercise it. A row marked `yes` must exist in fuser's frontend, and each test file it names
 must exist and mention the name (or, for an elementwise op, loop over every member of its
-kind enum, as test_lowering_ops.py does). A row marked `no` must NOT exist, so the table is updated
-when it lands. Every `fd.ops` method fuser has must have a row."""
+kind enum, as test_lowering_ops.py does). A row marked `no` must NOT exist, so the table is
+updated when it lands. Every `fd.ops` method fuser has must have a row."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 from fuser import DataType, FusionDefinition, Scalar, Tensor
 from fuser_dialect.ops_compute import BinaryKind, UnaryKind
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TABLE = ROOT / "docs" / "parity.md"
 BEGIN, END = "<!-- nvfuser-parity:begin -->", "<!-- nvfuser-parity:end -->"
 ROW = re.compile(r"^\|\s*`(?P<api>[^`]+)`\s*\|\s*(?P<status>yes|no)\b[^|]*\|\s*(?P<tests>[^|]*)\|\s*$")

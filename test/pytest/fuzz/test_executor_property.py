@@ -2,7 +2,8 @@
 `fd.execute(backend="cpu")` (key → concretize → preseg → segment → CUDA C → g++ → launch)
 against independent numpy oracles. Resize extents stay symbolic here, so the cache compiles
 only when a broadcast decision or a schedule changes and the run stays fast; the static mode
-is covered by test_cache.py (key + concretize) and the RoPE run in test_concretize/test_cache."""
+is covered by execution/test_cache.py (key + concretize) and the RoPE run in
+passes/test_concretize.py and execution/test_cache.py."""
 
 from __future__ import annotations
 

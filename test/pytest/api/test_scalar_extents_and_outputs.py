@@ -1,4 +1,8 @@
-"""Regression tests of the frontend bugs of issue #13, each on the "reference" and "cpu" backends."""
+"""Extents given by scalars and constants, and the outputs `execute` returns, on the "reference" and
+"cpu" backends: a scalar input as an expand extent, constant and static extents folded, int32
+scalars as extents and pad widths, a float scalar as an extent refused with a clear TypeError;
+a required output stride order kept with torch inputs, 0-d outputs as tensors (torch inputs) or
+arrays (numpy inputs). Each test pins a frontend defect fixed in issue #13."""
 
 from __future__ import annotations
 

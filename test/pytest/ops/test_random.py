@@ -1,6 +1,6 @@
 """fuser.uniform / fuser.normal (rand_like, randn_like): Philox values that are a function of
 (seed, offset, logical element) only — bit-exact between the numpy reference and the generated
-C (for normal too: test_nvfuser_fidelity.py) — under any schedule; seeds are run-time
+C (for normal too: api/test_nvfuser_semantics.py) — under any schedule; seeds are run-time
 kernel arguments (no recompile, no new launch plan); dropout; statistics against torch."""
 
 from __future__ import annotations

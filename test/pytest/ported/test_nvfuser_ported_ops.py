@@ -381,7 +381,8 @@ def test_embedding_with_optional_scalar_inputs(backend, padding_idx, max_norm, n
 def test_unseeded_random_ops_equal_seeded_ones_at_the_executions_offsets(backend, monkeypatch):
     """Stateful (unseeded) uniform/normal equal stateless ones given the seed and the offset of
     each execution. With torch, fuser draws each execution's first offset from torch's generator
-    (test_nvfuser_fidelity.py); with fuser's own generator, as here, executions take offsets 0, 1, ..."""
+    (api/test_nvfuser_semantics.py); with fuser's own generator, as here, executions take offsets
+    0, 1, ..."""
     from fuser_dialect import philox
 
     monkeypatch.setattr(philox, "GENERATOR", philox._Generator())
@@ -406,7 +407,8 @@ def test_unseeded_random_ops_equal_seeded_ones_at_the_executions_offsets(backend
 def test_uniform_values_stay_in_range(backend):
     """[left, right) with right rounded to the dtype first, as nvFuser bounds it: every sample is at
     most the dtype's largest value below rounded `right` (f16: 3.697265625 for 3.7, whose f16 is
-    3.69921875; test_nvfuser_fidelity.py's rule). The ends of the range are reached in f16/bf16."""
+    3.69921875; api/test_nvfuser_semantics.py's rule). The ends of the range are reached in
+    f16/bf16."""
     dtypes = [DataType.Double, DataType.Float, DataType.Half, DataType.BFloat16]
     left, right = -1.5, 3.7
     with FusionDefinition() as fd:

@@ -15,7 +15,7 @@ import pytest
 
 from fuser.lowering.backends import compile as cc
 
-LOWERING = Path(__file__).resolve().parents[1] / "lowering"
+LOWERING = Path(__file__).resolve().parents[2] / "lowering"  # the lit suite test/lowering
 SPLITS = [(path.name, i, text) for path in sorted(LOWERING.glob("cuda-*.mlir"))
           for i, text in enumerate(path.read_text().split("// -----"))]
 

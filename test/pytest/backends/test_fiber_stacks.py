@@ -18,7 +18,7 @@ from fuser.lowering.backends import cpu_runtime as cr
 
 pytestmark = pytest.mark.skipif(not cr.cpu_compiler_available(), reason="no g++ for the CPU backend")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 SOFTMAX = """
 import numpy as np

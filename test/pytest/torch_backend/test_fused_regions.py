@@ -1,9 +1,9 @@
-"""Regressions found by running real models through torch.compile(backend="fuser") (the
-real-models issue): each test failed before its fix. Attention stays a library call with right
-gradients; region outputs keep the traced layout; factory regions return tensors; torch's
-legacy cat rule; regions with nothing to compute are not built; symbolic slice bounds; one
-compile across lengths; every region runs fused or is refused at partition time; every ATen op
-counted once."""
+"""What the fused regions of torch.compile(backend="fuser") keep of eager on graphs real models
+produce: attention stays a library call with right gradients; region outputs keep the traced
+layout (and views their base); factory regions return tensors; torch's legacy cat rule; regions
+with nothing to compute are not built; symbolic slice bounds; one compile across lengths; every
+region runs fused or is refused at partition time, and fails as eager fails; every ATen op
+counted once. Each test failed before its fix (found running real models)."""
 
 from __future__ import annotations
 

@@ -49,9 +49,9 @@ def test_check_fails_when_a_fusion_raises(monkeypatch, capsys):
                                             (",", "FUSER_TEST_BACKENDS=',' names no backend"),
                                             *([] if CUDA.available()[0] else [("cuda", "not usable here")])])
 def test_an_unknown_or_unusable_test_backend_stops_the_session(value, message):
-    here = os.path.dirname(__file__)
+    suite = os.path.dirname(os.path.dirname(__file__))  # test/pytest
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only",
-                           os.path.join(here, "test_streams.py")],
+                           os.path.join(suite, "execution", "test_streams.py")],
                           capture_output=True, text=True, env={**os.environ, "FUSER_TEST_BACKENDS": value}, timeout=120)
     assert done.returncode != 0
     assert message in done.stdout + done.stderr

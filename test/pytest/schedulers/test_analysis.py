@@ -17,7 +17,7 @@ from fuser.lowering.schedulers.pointwise import PointwiseSchedule
 from fuser.lowering.schedulers.rows import RowSchedule
 from fuser.lowering.segmentation.segment import plan_kernels
 
-LOWERING = pathlib.Path(__file__).resolve().parents[2] / "lowering"
+LOWERING = pathlib.Path(__file__).resolve().parents[3] / "lowering"
 
 
 def _args(fd):

@@ -3,8 +3,9 @@
 an alias_input into an input that cannot be written is refused before anything runs, naming the
 input and the output; the suite's example budgets refuse values that are not counts.
 
-(The cpu backend's compiler named in its failures: test_settings.py; caches deleted under a
-running process: test_compile_latency.py; FUSER_TEST_BACKENDS=",": test_machine_check.py.)"""
+(The cpu backend's compiler named in its failures: execution/test_settings.py; caches deleted under
+a running process: backends/test_compile_latency.py; FUSER_TEST_BACKENDS=",":
+api/test_machine_check.py.)"""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from fuser.lowering.execution.index_errors import WrittenAs, as_written
 from lowering_checks import requires_cpu_backend
 from torch_checks import fresh_dynamo  # noqa: F401
 
-HERE = Path(__file__).parent
+SUITE = Path(__file__).parents[1]  # test/pytest
 X = np.arange(12, dtype=np.float32).reshape(3, 4)
 
 
@@ -186,15 +187,16 @@ def test_an_alias_into_an_empty_expanded_input_writes_nothing():
 
 
 def _import_fresh(module: str, monkeypatch) -> object:
-    """`module` (a file of this folder) imported anew, as collection does, under another name."""
-    spec = importlib.util.spec_from_file_location(f"fresh_{module}", HERE / f"{module}.py")
+    """`module` (a file of test/pytest, its path without .py) imported anew, as collection does, under
+    another name."""
+    spec = importlib.util.spec_from_file_location(f"fresh_{Path(module).name}", SUITE / f"{module}.py")
     loaded = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, loaded)  # dataclasses look their module up there
     spec.loader.exec_module(loaded)
     return loaded
 
 
-BUDGETS = {"FUSER_HYPOTHESIS_EXAMPLES": ("test_preseg_passes", "EXAMPLES"),
+BUDGETS = {"FUSER_HYPOTHESIS_EXAMPLES": ("passes/test_preseg_passes", "EXAMPLES"),
            "FUSER_FUZZ_EXAMPLES": ("family_strategies", "CAMPAIGN")}
 
 

@@ -258,7 +258,8 @@ def test_reshape_to_a_size_and_int32_scalars(backend):
 def test_reshape_to_extents_computed_from_a_scalar_input(backend):
     """thunder's reshape to [n, 192 // n] built of scalar ops. nvFuser takes the Double that
     192 * reciprocal(n) is as an extent; fuser refuses float extents on purpose
-    (test_frontend_bugs.py::test_float_scalar_as_extent_is_a_clear_type_error), so it is cast."""
+    (test_float_scalar_as_extent_is_a_clear_type_error in api/test_scalar_extents_and_outputs.py),
+    so it is cast."""
     def definition(fd):
         n = fd.define_scalar(None, dtype=DataType.Int)
         t = fd.define_tensor([-1, -1, -1], contiguity=[True] * 3, dtype=DataType.Float, stride_order=[2, 1, 0])

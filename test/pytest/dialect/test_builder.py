@@ -764,7 +764,7 @@ def test_reparsed_fusion_computes_the_same(rich_fusion):
 def _repo_root() -> str:
     import os
 
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 # -- issue #11: values that do not fit, values of another definition ------------------------------

@@ -325,7 +325,7 @@ def _describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg[0] if msg else ''}"[:300]
 
 
-_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def _raised_in_fuser(e: BaseException) -> bool:
