@@ -91,7 +91,14 @@ def translate_scatter(tx, node):
         return tx.ops.scatter(base, index, src, dim)
     positions = tx.ops.iota(tx.extent(base, dim), dtype=fuser_dtype(torch.int64))
     positions = tx.ops.broadcast(positions, [d != dim for d in range(base.ndim)])
-    return tx.ops.where(tx.ops.eq(positions, index), src, base)
+    # The index read through a take_along_axis of the positions: itself where it is in range, and
+    # the in-kernel check's error where it is not, as eager's scatter raises (compared bare, an
+    # index out of range would match no position and leave its row unchanged, silently).
+    checked = tx.ops.take_along_axis(positions, index, dim)
+    # Its one element along dim broadcast to the base's extent (an index sliced to extent 1, as
+    # `i[:, :1]`, is an iteration dim of extent 1, not a broadcast one).
+    checked = tx.ops.broadcast(tx.ops.squeeze(checked, [dim]), [d == dim for d in range(base.ndim)])
+    return tx.ops.where(tx.ops.eq(positions, checked), src, base)
 
 
 @translates(aten.embedding.default, check=lambda node: _int64_index(node, 1))

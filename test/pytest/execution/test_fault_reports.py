@@ -112,6 +112,12 @@ def _scatter_(x, i):
     return (x * 2).scatter_(1, i, 3.0) + 1
 
 
+def _scatter_one_per_row(x, i):
+    """One index a row (nll_loss's backward form): translated as a one-hot select, whose index is
+    checked all the same (compared bare it would match no position: the row silently unchanged)."""
+    return (x * 2).scatter(1, i[:, :1], 3.0) + 1
+
+
 def _index_select(x, i):
     return torch.index_select(x * 2, 0, i[0]) + 1
 
@@ -122,7 +128,8 @@ def _cross_entropy(x, i):
 
 
 @requires_cpu_backend
-@pytest.mark.parametrize("fn", [_gather, _computed_gather_index, _scatter_, _index_select, _cross_entropy],
+@pytest.mark.parametrize("fn", [_gather, _computed_gather_index, _scatter_, _scatter_one_per_row, _index_select,
+                                _cross_entropy],
                          ids=lambda f: f.__name__.strip("_"))
 def test_an_out_of_range_index_fails_as_it_fails_eagerly(fn):
     """The same exception type as eager torch on CPU (RuntimeError for gather and scatter_,
