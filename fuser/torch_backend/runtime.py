@@ -80,8 +80,13 @@ class FusedRegion(torch.nn.Module):
             if self._direct is None:
                 self._direct = self._can_run_direct(args)
             if self._direct:  # what fd.execute checks and decides per call was settled at the first call
-                inputs = self._inputs(args)
-                on_gpu = self._on_gpu(args)
+                inputs, on_gpu = [], False
+                for a in args:  # _inputs and _on_gpu in one pass: this runs per region per step
+                    if isinstance(a, torch.Tensor):  # a Parameter too
+                        on_gpu = on_gpu or a.is_cuda
+                        if a.requires_grad:
+                            a = a.detach()
+                    inputs.append(a)
                 backend = self._backends.get(on_gpu) or self._backend(on_gpu)
                 outputs = self._executor.execute(inputs, backend, self.plan.disable, False, self._autotune)
                 if backend.returns_numpy:
@@ -92,7 +97,7 @@ class FusedRegion(torch.nn.Module):
             raise self._as_eager(e, any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)) from None
         self._record()
         if self.fusion_outputs is not None:
-            return tuple(outputs[i] for i in self.fusion_outputs)
+            return tuple([outputs[i] for i in self.fusion_outputs])
         device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device(self.plan.device))
         return tuple(self._result(spec, outputs, args, device) for spec in self.plan.outputs)
 
@@ -138,7 +143,7 @@ class FusedRegion(torch.nn.Module):
     @staticmethod
     def _on_gpu(args) -> bool:
         for a in args:
-            if type(a) is torch.Tensor and a.is_cuda:
+            if isinstance(a, torch.Tensor) and a.is_cuda:
                 return True
         return False
 
