@@ -87,6 +87,10 @@ def unsupported_reason(node: torch.fx.Node) -> str | None:
         return "a collective (torch.distributed): a library call, never inside a fusion"
     translation = translation_for(node.target)
     if translation is None:
+        from fuser.torch_backend.report import LIBRARY_OPS
+
+        if node.target not in LEFT_TO_LIBRARIES and str(node.target) in LIBRARY_OPS:
+            return "a library call by design (matmuls, convolutions, attention, pooling): fuser fuses what lies between"
         return LEFT_TO_LIBRARIES.get(node.target, f"no translation for {node.target}")
     if "val" not in node.meta:
         return "no example value (traced without fake tensors)"
