@@ -106,10 +106,9 @@ def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, bias: torch
     gradient) in their inputs' dtypes, empty unless with_grad (grad_bias also when bias is None)."""
     rows, hidden_size = hidden.shape
     vocab = weight.shape[0]
-    valid = labels != ignore_index
-    scale = 1.0 / float(valid.sum()) if reduction == "mean" and bool(valid.any()) else 1.0
-    if reduction == "mean" and not bool(valid.any()):
-        scale = float("inf")  # 0 / 0: eager's mean over no row is nan; every row's gradient is 0
+    count = int((labels != ignore_index).sum()) if reduction == "mean" else 0  # one read back, not three
+    # A mean over no row: eager's loss is 0 / 0 = nan and every row's gradient 0 (scale inf, masked).
+    scale = (1.0 / count if count else float("inf")) if reduction == "mean" else 1.0
     fd = _chunk_fusion(logits_dtype, ignore_index, with_grad)
     step = chunk_rows(rows, hidden_size, vocab, max(torch.finfo(logits_dtype).bits // 8, 4))
     total = torch.zeros((), dtype=torch.float32, device=hidden.device)
@@ -139,7 +138,7 @@ def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, bias: torch
             del grad_logits
         del outputs  # before the next chunk's logits: one chunk's [rows, V] tensors live at a time
     if reduction == "mean":
-        total = total / valid.sum()
+        total = total / count if count else total * float("nan")
     grad_hidden = grad_hidden.to(hidden.dtype) if with_grad else empty
     grad_weight = grad_weight.to(weight.dtype) if with_grad else empty
     grad_bias = grad_bias.to(bias.dtype) if with_grad and bias is not None else empty
