@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import sys
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -53,7 +54,7 @@ def address_of(x) -> int:
     return x.data_ptr() if hasattr(x, "data_ptr") else numpy_address(x)
 
 
-__all__ = ["FAST", "HEADER_BYTES", "address_of", "numpy_address", "read_pointer"]
+__all__ = ["FAST", "HEADER_BYTES", "address_of", "dense_strides", "numpy_address", "read_pointer", "span_bytes"]
 
 
 def span_bytes(shape, byte_strides, itemsize: int) -> int:
@@ -63,3 +64,17 @@ def span_bytes(shape, byte_strides, itemsize: int) -> int:
     if any(n == 0 for n in shape):
         return 0
     return sum((n - 1) * s for n, s in zip(shape, byte_strides)) + itemsize
+
+
+def dense_strides(shape: Sequence[int], stride_order: Sequence[int] | None = None) -> tuple[int, ...]:
+    """Element strides of a dense array; stride_order[i] ranks dim i, 0 = fastest (None: row-major)."""
+    rank = len(shape)
+    order = list(stride_order) if stride_order is not None else list(range(rank - 1, -1, -1))
+    if sorted(order) != list(range(rank)):
+        raise ValueError(f"stride_order {order} is not a permutation of 0..{rank - 1}")
+    strides = [0] * rank
+    step = 1
+    for dim in sorted(range(rank), key=lambda d: order[d]):
+        strides[dim] = step
+        step *= max(shape[dim], 1)
+    return tuple(strides)

@@ -4,13 +4,17 @@ rows at a time, so that the [N, V] logits (and their gradient) never exist whole
 A language model's loss materializes its largest tensor: GPT-2's 50,257-word vocabulary at
 8×1024 tokens is 1.6 GB of f32 logits, and as much again for their gradient. Per chunk of rows:
 
-- the chunk's logits are a library matmul (`F.linear`, in the head's dtype);
+- the chunk's logits are a library matmul (in the head's dtype), written into one buffer whose
+  rows are padded with -inf to a multiple of 16 bytes (the kernel then loads 16 bytes at a time);
+  on a GPU a chunk has at least ROWS_PER_SM rows per SM, enough blocks to fill it;
 - one fuser kernel (`_chunk_fusion`) reads them once and writes the rows' losses and
   d(loss)/d(logits) = (softmax - one_hot(label)) * scale, 0 on ignored rows;
 - grad_h for the chunk and the accumulated grad_W (f32) and grad_b are library matmuls.
 
 The gradients are computed in the forward, as Liger-Kernel's fused linear cross-entropy does:
-the loss is a scalar, so the backward only scales them by the incoming gradient. Nothing of
+the loss is a scalar, so the backward only scales them by the incoming gradient. The mean's
+1 / count stays a device tensor the kernel reads (nothing is read back to the host, so the op
+runs the same under CUDA graph capture). Nothing of
 size [N, V] is kept; the chunk's rows are chosen so that its logits take no more memory than
 the hidden states (at least CHUNK_MIN_BYTES).
 
@@ -46,10 +50,14 @@ _FUSIONS: dict[tuple, object] = {}
 
 
 def _chunk_fusion(dtype: torch.dtype, ignore_index: int, with_grad: bool):
-    """The fusion of one chunk: inputs logits [C, V] (the head's dtype), labels [C] (int64) and
-    scale (the loss's factor: 1/count for a mean, 1 for a sum); outputs the rows' losses [C]
-    (f32, 0 on ignored rows) and, with_grad, d(sum of scaled losses)/d(logits) [C, V] in the
-    logits' dtype. One row kernel: the logits are read once."""
+    """The fusion of one chunk: inputs logits [C, Vp] (the head's dtype; the vocabulary's V
+    classes, then -inf up to Vp, `padded_vocab`), labels [C] (int64), scale (a 0-d f32 tensor:
+    the loss's factor, 1/count for a mean, 1 for a sum) and V; outputs the rows' losses [C]
+    (f32, 0 on ignored rows) and, with_grad, d(sum of scaled losses)/d(logits) [C, Vp] in the
+    logits' dtype (0 in the padding), scaled in f32 before its rounding. One row kernel: the
+    logits are read once, 16 bytes a load (every padded row starts 16-byte aligned and its
+    length divides by the vector; GPT-2's 50,257 classes would allow 4-byte loads only). The
+    labels' range check is against V (the target is gathered from the first V classes)."""
     key = (dtype, ignore_index, with_grad)
     fd = _FUSIONS.get(key)
     if fd is not None:
@@ -62,7 +70,8 @@ def _chunk_fusion(dtype: torch.dtype, ignore_index: int, with_grad: bool):
     with FusionDefinition(f"linear_cross_entropy_chunk{'_grad' if with_grad else ''}") as fd:
         x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=fd_dtype)
         y = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Int)
-        scale = fd.define_scalar(dtype=DataType.Double)
+        scale = fd.define_tensor(shape=[], dtype=DataType.Float)
+        vocab = fd.define_scalar(dtype=DataType.Int)
         xf = fd.ops.cast(x, DataType.Float) if wide else x
         m = fd.ops.max(xf, [1], keepdim=True)
         e = fd.ops.exp(fd.ops.sub(xf, m))
@@ -70,14 +79,15 @@ def _chunk_fusion(dtype: torch.dtype, ignore_index: int, with_grad: bool):
         lse = fd.ops.add(fd.ops.log(s), m)
         valid = fd.ops.ne(y, ignore_index)
         safe = fd.ops.broadcast(fd.ops.where(valid, y, 0), [False, True])
-        target = fd.ops.take_along_axis(xf, safe, 1)
+        classes_of_vocab = fd.ops.slice(xf, [0, 0], [fd.ops.size(x, 0), vocab])
+        target = fd.ops.take_along_axis(classes_of_vocab, safe, 1)
         loss = fd.ops.squeeze(fd.ops.sub(lse, target), [1])
         fd.add_output(fd.ops.where(valid, loss, 0.0))
         if with_grad:
             p = fd.ops.div(e, s)
             classes = fd.ops.broadcast(fd.ops.iota(fd.ops.size(x, 1), dtype=DataType.Int), [True, False])
             one_hot = fd.ops.cast(fd.ops.eq(classes, safe), DataType.Float)
-            row_scale = fd.ops.cast(fd.ops.where(valid, scale, 0.0), DataType.Float)
+            row_scale = fd.ops.where(valid, fd.ops.broadcast(scale, [True]), 0.0)
             grad = fd.ops.mul(fd.ops.sub(p, one_hot), fd.ops.broadcast(row_scale, [False, True]))
             fd.add_output(fd.ops.cast(grad, fd_dtype) if wide else grad)
     _FUSIONS[key] = fd
@@ -89,6 +99,25 @@ def chunk_rows(rows: int, hidden: int, vocab: int, element_bytes: int) -> int:
     [rows, hidden] (at least CHUNK_MIN_BYTES), so peak memory stays at the inputs' scale."""
     budget = max(rows * hidden * element_bytes, CHUNK_MIN_BYTES)
     return max(1, min(rows, budget // max(1, vocab * element_bytes)))
+
+
+ROWS_PER_SM = 4
+"""A chunk on a GPU has at least this many rows per SM: the chunk kernel runs a block per row,
+and fewer rows leave SMs idle (predicted on an H100, `KernelPerformance`: bf16 at GPT-2's
+vocabulary 56 % of a copy's bandwidth with 167 rows, 93 % with 528)."""
+
+
+def rows_to_fill(device: torch.device) -> int:
+    """The fewest rows a chunk should have on `device` (0 on the host: memory decides there)."""
+    if device.type != "cuda":
+        return 0
+    return ROWS_PER_SM * torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def padded_vocab(vocab: int, dtype: torch.dtype) -> int:
+    """The row length of a chunk's logits buffer: the vocabulary rounded up to 16 bytes."""
+    per_vector = max(1, 16 // torch.empty((), dtype=dtype).element_size())
+    return -(-vocab // per_vector) * per_vector
 
 
 # --------------------------------------------------------------------------- the library op
@@ -103,14 +132,17 @@ def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, bias: torch
     labels, ignore_index, reduction) for hidden [N, H], weight [V, H], labels [N]; the linear in
     logits_dtype (the traced program's: autocast's where it ran under autocast, else its
     operands'), the loss in loss_dtype, the gradients (of the loss, not yet scaled by its incoming
-    gradient) in their inputs' dtypes, empty unless with_grad (grad_bias also when bias is None)."""
+    gradient) in their inputs' dtypes, empty unless with_grad (grad_bias also when bias is None).
+    Nothing is read back to the host: the count of rows stays on the device."""
     rows, hidden_size = hidden.shape
     vocab = weight.shape[0]
-    count = int((labels != ignore_index).sum()) if reduction == "mean" else 0  # one read back, not three
     # A mean over no row: eager's loss is 0 / 0 = nan and every row's gradient 0 (scale inf, masked).
-    scale = (1.0 / count if count else float("inf")) if reduction == "mean" else 1.0
+    count = (labels != ignore_index).sum() if reduction == "mean" else None
+    scale = count.float().reciprocal() if count is not None else \
+        torch.ones((), dtype=torch.float32, device=hidden.device)
     fd = _chunk_fusion(logits_dtype, ignore_index, with_grad)
-    step = chunk_rows(rows, hidden_size, vocab, max(torch.finfo(logits_dtype).bits // 8, 4))
+    step = min(rows, max(chunk_rows(rows, hidden_size, vocab, max(torch.finfo(logits_dtype).bits // 8, 4)),
+                         rows_to_fill(hidden.device)))
     total = torch.zeros((), dtype=torch.float32, device=hidden.device)
     empty = hidden.new_empty(0)
     grad_hidden = torch.empty(hidden.shape, dtype=logits_dtype, device=hidden.device) if with_grad else empty
@@ -121,24 +153,32 @@ def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, bias: torch
     # autocast itself is off in here: the dtypes are the trace's.
     autocast_off = torch.autocast(hidden.device.type, enabled=False)
     weight_in, bias_in = weight.to(logits_dtype), bias.to(logits_dtype) if bias is not None else None
+    # One logits buffer for every chunk, its rows padded with -inf (padded_vocab): the matmul
+    # writes the first V columns of each row in place.
+    padded = padded_vocab(vocab, logits_dtype)
+    buffer = torch.empty((min(step, rows), padded), dtype=logits_dtype, device=hidden.device)
+    buffer[:, vocab:] = float("-inf")
     for start in range(0, rows, step):
         h = hidden[start:start + step].to(logits_dtype)
+        chunk = buffer[:h.shape[0]]
         with autocast_off:
-            logits = F.linear(h, weight_in, bias_in)
-        outputs = fd.execute([logits, labels[start:start + step], scale], device=hidden.device)
-        del logits
+            if bias_in is None:
+                torch.mm(h, weight_in.t(), out=chunk[:, :vocab])
+            else:
+                torch.addmm(bias_in, h, weight_in.t(), out=chunk[:, :vocab])
+        outputs = fd.execute([chunk, labels[start:start + step], scale, vocab], device=hidden.device)
         total += outputs[0].sum()
         if with_grad:
-            grad_logits = outputs[1]
+            grad_logits = outputs[1][:, :vocab]
             torch.mm(grad_logits, weight_in, out=grad_hidden[start:start + step])
             grad_weight.addmm_(grad_logits.t(), h) if grad_logits.dtype == torch.float32 else \
                 grad_weight.add_(torch.mm(grad_logits.t(), h))
             if bias is not None:
                 grad_bias += grad_logits.sum(0, dtype=torch.float32)
             del grad_logits
-        del outputs  # before the next chunk's logits: one chunk's [rows, V] tensors live at a time
-    if reduction == "mean":
-        total = total / count if count else total * float("nan")
+        del outputs  # before the next chunk: one chunk's d(logits) lives at a time
+    if count is not None:
+        total = total / count  # 0 / 0 = nan over no row, as eager
     grad_hidden = grad_hidden.to(hidden.dtype) if with_grad else empty
     grad_weight = grad_weight.to(weight.dtype) if with_grad else empty
     grad_bias = grad_bias.to(bias.dtype) if with_grad and bias is not None else empty

@@ -12,6 +12,7 @@ cross-entropy become one chunked library op whose logits never exist whole
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Callable
@@ -20,6 +21,7 @@ import torch
 from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
 from torch._dynamo.backends.common import aot_autograd
 
+from fuser.torch_backend import cudagraphs
 from fuser.torch_backend.decompositions import fuser_decompositions
 from fuser.torch_backend.linear_cross_entropy import fuse_linear_cross_entropy, fused_linear_cross_entropy_enabled
 from fuser.torch_backend.partition import partition_graph
@@ -38,11 +40,32 @@ def _enable_env_logging() -> None:
         log.setLevel(logging.INFO)
 
 
-def _graph_compiler(kind: str, reports: list[GraphReport] | None, execute_options: dict, rewrites: list[str]):
+@dataclasses.dataclass
+class _Program:
+    """What the graphs of one captured program share while AOTAutograd compiles them."""
+
+    rewrites: list[str]
+    dynamo_inputs: int
+    graphs: CudaGraphState | None
+    """None: no CUDA graphs (the option is off)."""
+
+
+def _graph_compiler(kind: str, reports: list[GraphReport] | None, execute_options: dict, program: _Program):
     def compile_graph(gm: torch.fx.GraphModule, example_inputs):
+        graphs = program.graphs
+        capture_skipped = None
+        if graphs is not None:  # torch's checks read the ATen graph as traced, before partitioning
+            static = cudagraphs.static_input_count(kind, gm, program.dynamo_inputs)
+            capture_skipped = "its forward graph is not captured" if kind == "backward" and not graphs.forward_captured \
+                else cudagraphs.skip_reason(gm, static)
+            if kind != "backward":
+                graphs.forward_captured = capture_skipped is None
         fused, report = partition_graph(gm, kind, execute_options)
         if kind != "backward":  # the captured program's rewrites, told once, on its first graph
-            report.rewrites, rewrites[:] = list(rewrites), []
+            report.rewrites, program.rewrites[:] = list(program.rewrites), []
+        if graphs is not None:
+            report.cudagraphs = f"not captured: {capture_skipped}" if capture_skipped else \
+                "captured: recorded per input sizes, then replayed"
         if reports is not None:
             reports.append(report)
         log.debug("%s", report)
@@ -51,15 +74,32 @@ def _graph_compiler(kind: str, reports: list[GraphReport] | None, execute_option
         real_recompile = getattr(fused, "real_recompile", None)
         if real_recompile is not None:
             real_recompile()
-        return make_boxed_func(fused.forward)
+        compiled = make_boxed_func(fused.forward)
+        if graphs is None:
+            return compiled
+        if capture_skipped is None:
+            regions = [r.region for r in report.fusions]
+            return cudagraphs.captured(compiled, gm, example_inputs, kind, static, graphs, regions)
+        return cudagraphs.uncaptured_backward(compiled, graphs) if kind == "backward" and graphs.forward_captured \
+            else compiled
 
     compile_graph.__name__ = f"fuser_{kind}_compiler"
     return compile_graph
 
 
-BACKEND_OPTIONS = {"autotune": bool}
+BACKEND_OPTIONS = {"autotune": bool, "cudagraphs": bool}
 """`torch.compile(..., backend="fuser", options={...})`: each option and the type it takes.
-autotune: every region's kernels autotune on their first call (lowering/execution/autotune.py)."""
+autotune: every region's kernels autotune on their first call (lowering/execution/autotune.py).
+cudagraphs: each compiled graph on a GPU is recorded and replayed as a CUDA graph (cudagraphs.py)."""
+
+EXECUTE_OPTIONS = frozenset({"autotune"})
+"""The options every region passes to `fd.execute`; the others act on whole graphs."""
+
+MODES = {"default": {}, "reduce-overhead": {"cudagraphs": True},
+         "max-autotune": {"autotune": True, "cudagraphs": True},
+         "max-autotune-no-cudagraphs": {"autotune": True}}
+"""torch.compile's modes as fuser's options (what Inductor's modes mean, where fuser has the same
+means): the options given beside a mode win."""
 
 
 def backend_options(options: dict | None) -> dict:
@@ -79,19 +119,23 @@ def make_backend(reports: list[GraphReport] | None = None, options: dict | None 
     """A Dynamo backend; the report of every graph it compiles is appended to `reports`;
     `options` as torch.compile passes them (BACKEND_OPTIONS)."""
     _enable_env_logging()
-    execute_options = backend_options(options)
-    rewrites: list[str] = []
-    traced = aot_autograd(
-        fw_compiler=_graph_compiler("forward", reports, execute_options, rewrites),
-        bw_compiler=_graph_compiler("backward", reports, execute_options, rewrites),
-        inference_compiler=_graph_compiler("inference", reports, execute_options, rewrites),
-        decompositions=fuser_decompositions(),
-        partition_fn=min_cut_rematerialization_partition,
-    )
+    options = backend_options(options)
+    execute_options = {k: v for k, v in options.items() if k in EXECUTE_OPTIONS}
+    use_cudagraphs = options.get("cudagraphs", False)
 
     def backend(gm: torch.fx.GraphModule, example_inputs):
+        # Per captured program: AOTAutograd compiles its backward later, maybe after another
+        # program's forward, so what its graphs share is made here.
+        program = _Program([], len(example_inputs), cudagraphs.CudaGraphState() if use_cudagraphs else None)
         if fused_linear_cross_entropy_enabled():
-            rewrites[:] = fuse_linear_cross_entropy(gm)
+            program.rewrites[:] = fuse_linear_cross_entropy(gm)
+        traced = aot_autograd(
+            fw_compiler=_graph_compiler("forward", reports, execute_options, program),
+            bw_compiler=_graph_compiler("backward", reports, execute_options, program),
+            inference_compiler=_graph_compiler("inference", reports, execute_options, program),
+            decompositions=fuser_decompositions(),
+            partition_fn=min_cut_rematerialization_partition,
+        )
         return traced(gm, example_inputs)
 
     backend.__name__ = "fuser"  # as torch names the backend in its errors
@@ -100,7 +144,9 @@ def make_backend(reports: list[GraphReport] | None = None, options: dict | None 
 
 def fuser_backend(gm: torch.fx.GraphModule, example_inputs, *, options: dict | None = None, mode: str | None = None):
     """The `backend="fuser"` entry point. `options`: torch.compile's (BACKEND_OPTIONS); `mode`:
-    only the default is taken."""
-    if mode not in (None, "default"):
-        raise ValueError(f"torch.compile(backend='fuser'): mode {mode!r} is not supported (fuser has one mode)")
+    one of MODES."""
+    if mode is not None and mode not in MODES:
+        raise ValueError(f"torch.compile(backend='fuser'): mode {mode!r} is not supported; fuser takes "
+                         f"{', '.join(MODES)}")
+    options = {**MODES[mode or "default"], **(options or {})}
     return make_backend(options=options)(gm, example_inputs)

@@ -99,6 +99,9 @@ class GraphReport:
     rewrites: list[str] = field(default_factory=list)
     """Rewrites of the captured program before AOTAutograd traced it (on its forward or inference
     graph's report): each LM head fused with its cross-entropy, or why not (linear_cross_entropy.py)."""
+    cudagraphs: str | None = None
+    """With options={"cudagraphs": True}: whether the graph runs as a CUDA graph, or why not
+    (cudagraphs.py); None without the option."""
 
     @property
     def fusions(self) -> list[RegionReport]:
@@ -132,6 +135,8 @@ class GraphReport:
     def __str__(self) -> str:
         lines = [self.summary()]
         lines += [f"  rewrite: {note}" for note in self.rewrites]
+        if self.cudagraphs is not None:
+            lines.append(f"  CUDA graph: {self.cudagraphs}")
         for r in self.regions:
             if r.failed is not None:
                 lines.append(f"  {r.name}: refused, its {len(r.ops)} ops run eagerly: {r.failed}")

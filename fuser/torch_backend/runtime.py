@@ -25,6 +25,7 @@ import torch
 from fuser import FusionDefinition
 from fuser.execution import like_inputs
 from fuser.lowering.errors import IndexRangeError
+from fuser.lowering.execution.tensor_call import MAX_PER_REGION
 from fuser.torch_backend.fusion_builder import RegionPlan
 
 log = logging.getLogger("fuser.torch")
@@ -67,6 +68,8 @@ class FusedRegion(torch.nn.Module):
         # A region with a tensor input and no option but autotune calls fd._execute itself: the
         # checks fd.execute makes of its keywords hold for every call (decided at the first).
         self._direct: bool | None = None if set(self.execute_options) <= {"autotune"} else False
+        self._tensor_calls: tuple = ()
+        """TensorCalls of this region's launch plans (lowering/execution/tensor_call.py), newest first."""
 
     def __call__(self, *args):  # skips nn.Module's hook machinery: this is called per step
         return self.forward(*args)
@@ -77,6 +80,14 @@ class FusedRegion(torch.nn.Module):
 
     def forward(self, *args):
         try:
+            for call in self._tensor_calls:  # a launch plan's TensorCall: a guard, then its launches
+                outputs = call.run(args)
+                if outputs is not None:
+                    if call.kernel_names is self.recorded_names:
+                        self.stats.calls += 1
+                    else:
+                        self._record()
+                    return outputs if call.order is not None else self._results(outputs, args)
             if self._direct is None:
                 self._direct = self._can_run_direct(args)
             if self._direct:  # what fd.execute checks and decides per call was settled at the first call
@@ -91,6 +102,7 @@ class FusedRegion(torch.nn.Module):
                 outputs = self._executor.execute(inputs, backend, self.plan.disable, False, self._autotune)
                 if backend.returns_numpy:
                     outputs = like_inputs(outputs, inputs)
+                self._keep_tensor_call(args, backend)
             else:
                 outputs = self.fd.execute(self._inputs(args), **self._placement(args), **self.execute_options)
         except IndexRangeError as e:
@@ -98,8 +110,27 @@ class FusedRegion(torch.nn.Module):
         self._record()
         if self.fusion_outputs is not None:
             return tuple([outputs[i] for i in self.fusion_outputs])
+        return self._results(outputs, args)
+
+    def _results(self, outputs, args) -> tuple:
         device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device(self.plan.device))
         return tuple(self._result(spec, outputs, args, device) for spec in self.plan.outputs)
+
+    def _keep_tensor_call(self, args, backend) -> None:
+        """Keeps the TensorCall of the plan this call replayed (newest first), so that the next
+        call with tensors like these skips fd.execute's signature, key and output wrapping."""
+        call = self._executor.tensor_call(args, backend, self.fusion_outputs)
+        if call is not None and call not in self._tensor_calls:
+            self._tensor_calls = (call, *self._tensor_calls)[:MAX_PER_REGION]
+
+    def raise_pending_index_fault(self) -> None:
+        """Raises, as eager would, an out-of-range index a kernel of an earlier call recorded and
+        no call has reported yet (torch_backend/cudagraphs.py: a CUDA graph replay runs no
+        region's Python, so this is asked before each replay)."""
+        try:
+            self.fd._get_executor().raise_pending_index_fault()
+        except IndexRangeError as e:
+            raise self._as_eager(e, True) from None
 
     def _as_eager(self, error: IndexRangeError, on_gpu: bool) -> Exception:
         """An out-of-range index as eager torch reports it for the op the program called: its

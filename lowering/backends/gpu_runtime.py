@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from fuser.lowering.backends import cuda_driver
-from fuser.lowering.addresses import span_bytes
+from fuser.lowering.addresses import dense_strides, span_bytes
 from fuser.lowering.errors import FuserError
 
 _STATIC_SHARED_LIMIT = 48 * 1024  # more dynamic shared memory must be opted into per kernel
@@ -261,20 +261,6 @@ def _numpy_dtype(torch_dtype) -> np.dtype:
 def _torch_dtype(dtype: np.dtype):
     torch = _torch()
     return getattr(torch, "bool" if dtype == np.bool_ else dtype.name)
-
-
-def dense_strides(shape: Sequence[int], stride_order: Sequence[int] | None = None) -> tuple[int, ...]:
-    """Element strides of a dense array; stride_order[i] ranks dim i, 0 = fastest (None: row-major)."""
-    rank = len(shape)
-    order = list(stride_order) if stride_order is not None else list(range(rank - 1, -1, -1))
-    if sorted(order) != list(range(rank)):
-        raise ValueError(f"stride_order {order} is not a permutation of 0..{rank - 1}")
-    strides = [0] * rank
-    step = 1
-    for dim in sorted(range(rank), key=lambda d: order[d]):
-        strides[dim] = step
-        step *= max(shape[dim], 1)
-    return tuple(strides)
 
 
 def _outer_to_inner(strides: Sequence[int]) -> list[int]:

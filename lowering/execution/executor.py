@@ -33,6 +33,7 @@ from fuser.lowering.execution.gather_checks import IndexChecks
 from fuser.lowering.execution.launch import KernelRecord, Launcher
 from fuser.lowering.execution.call_signature import argument_kinds, signature_function
 from fuser.lowering.execution.launch_plan import MAX_PLANS, LaunchPlan
+from fuser.lowering.execution.tensor_call import TensorCall
 from fuser.passes.concretize import kernel_index_checks_enabled, resize_extents_enabled
 
 
@@ -74,6 +75,24 @@ class FusionExecutor:
             with backend.context():  # on any thread: pushed for the call, popped after it
                 return self._execute(inputs, backend, disable, torch_outputs, autotune)
         return self._execute(inputs, backend, disable, torch_outputs, autotune)
+
+    def tensor_call(self, inputs: Sequence[object], backend: Backend, order: tuple[int, ...] | None = None):
+        """The TensorCall (lowering/execution/tensor_call.py) of the launch plan this thread's last
+        `execute` replayed, for later calls with torch tensors like `inputs` (returning the
+        outputs `order` selects); None when that call replayed no plan (it built one: the next
+        call replays it) or the plan has no TensorCall."""
+        last = getattr(self._local, "last", None)
+        if last is None or last[1] is None or not backend.compiles:
+            return None
+        return TensorCall.of(self, last[1], inputs, backend, order)
+
+    def raise_pending_index_fault(self) -> None:
+        """Raises the IndexRangeError an in-kernel index check of an earlier call recorded and no
+        call has read yet (the cuda backend reads a record at the next call of its plan; a CUDA
+        graph replay calls no plan: torch_backend/cudagraphs.py asks here before each replay)."""
+        for plan in list(self._plans.values()):
+            if plan.index_records is not None:
+                plan.before_call(plan.index_records)
 
     def override_schedule(self, kernel: int, schedule) -> None:
         if not isinstance(kernel, int) or kernel < 0:
@@ -163,7 +182,7 @@ class FusionExecutor:
                               signature[1], index_checks, key)
             with self._lock:
                 if len(self._plans) >= MAX_PLANS:
-                    self._plans.pop(next(iter(self._plans)))
+                    self._plans.pop(next(iter(self._plans))).retired = True
                 self._plans[plan_key] = plan
         return outputs
 
@@ -195,7 +214,7 @@ class FusionExecutor:
         """The cache evicted `cache_key`'s compiled fusion: its plans go too (they hold it)."""
         with self._lock:
             for k in [k for k, p in self._plans.items() if p.cache_key == cache_key]:
-                del self._plans[k]
+                self._plans.pop(k).retired = True
 
     def cache_info(self) -> CacheInfo:
         """hits / misses count executions that reused / compiled kernels (a new concretization

@@ -68,6 +68,27 @@ class _Step:
     """A host segment instead of a launch: (its HostCall, operand slots, output slot)."""
 
 
+class KeptWorkspaces:
+    """Where launches are synchronous: per thread and step, the workspaces its last launch left
+    zeroed (a grid reduction's last block resets its counter), handed to its next launch; a
+    fresh zeroed set after a launch that failed (`forget`)."""
+
+    def __init__(self, new_workspace: Callable[[int], tuple[object, int]]):
+        self.new_workspace = new_workspace
+        self.held = threading.local()
+
+    def of(self, step: int, words: tuple) -> tuple:
+        """((position, address), ...) of the step's workspaces; `words`: ((position, words), ...)."""
+        found = self.held.__dict__.get(step)
+        if found is None:
+            buffers = [(i, *self.new_workspace(w)) for i, w in words]
+            found = self.held.__dict__[step] = (buffers, tuple((i, a) for i, _, a in buffers))
+        return found[1]
+
+    def forget(self, step: int) -> None:
+        self.held.__dict__.pop(step, None)
+
+
 class LaunchPlan:
     """The replay of one call signature's launches (see the module doc)."""
 
@@ -102,11 +123,15 @@ class LaunchPlan:
                              if memory.address(memory.pointer(memory.adopt(checked[i]))) != addresses[i])
         steps = []
         next_slot = self.n_inputs  # slot i < n_inputs: fusion input i; then buffers in allocation order
+        self.buffer_specs: dict[int, tuple] = {}
+        """Buffer slot -> (shape, numpy dtype, stride order) of what its allocator returns."""
         for plan, launched in zip(compiled.plans, launches):
             allocations = []
             for v in plan.outputs:
                 slots[v], next_slot = next_slot, next_slot + 1
-                allocations.append((slots[v], memory.allocator(rt.shape(v), facts.dtypes[v], facts.output_layout.get(v))))
+                spec = self.buffer_specs[slots[v]] = (tuple(rt.shape(v)), np.dtype(facts.dtypes[v]),
+                                                      facts.output_layout.get(v))
+                allocations.append((slots[v], memory.allocator(*spec)))
             if launched is None:
                 steps.append(_Step(tuple(allocations), None, (), False, None))
                 continue
@@ -130,6 +155,9 @@ class LaunchPlan:
         self.results = tuple(
             ("buffer", slots[v], v in facts.tensor_args) if v in slots else ("value", rt.scalars[v], False)
             for v in facts.returned)
+        self.retired = False
+        """Dropped by its executor (evicted, or its compiled fusion evicted): a TensorCall of it
+        stops replaying it (lowering/execution/tensor_call.py)."""
         if self._is_simple():
             self.run = self._simple_run()
 
@@ -222,16 +250,8 @@ class LaunchPlan:
             slots = tuple(0 if isinstance(p, PerLaunch) else p for p in step.pointers)
             workspaces = tuple((i, p.words) for i, p in enumerate(step.pointers) if isinstance(p, PerLaunch))
             steps.append((step.allocations, step.launch, slots, step.launched, workspaces))
-        # Per thread and step, the workspaces its last launch left zeroed (a grid reduction's
-        # last block resets its counter): a fresh zeroed set after a launch that failed.
-        held = threading.local()
-
-        def workspaces_of(k: int, words: tuple) -> tuple:
-            found = held.__dict__.get(k)
-            if found is None:
-                buffers = [(i, *new_workspace(w)) for i, w in words]
-                found = held.__dict__[k] = (buffers, tuple((i, a) for i, _, a in buffers))
-            return found[1]
+        kept = KeptWorkspaces(new_workspace)
+        workspaces_of = kept.of
 
         def run(inputs: Sequence[object], addresses: list[int]) -> tuple[list[object], list]:
             for check, extent in checks:
@@ -251,7 +271,7 @@ class LaunchPlan:
                 try:
                     counts.append(launch(pointer_values, stream))
                 except BaseException as e:
-                    held.__dict__.pop(k, None)
+                    kept.forget(k)
                     if isinstance(e, MemcheckError):
                         raise named(e, launched.kernel.params, compiled, rt) from None
                     raise
@@ -296,4 +316,4 @@ def _arg_dtype(v):
     return numpy_dtype(v.type.dtype)
 
 
-__all__ = ["MAX_PLANS", "LaunchPlan"]
+__all__ = ["MAX_PLANS", "KeptWorkspaces", "LaunchPlan"]

@@ -60,8 +60,10 @@ CHILD = textwrap.dedent(r'''
         signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # delivered before it returns
         release[0] = 1
 
-    if mode == "ignored":
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Python's own handler, whatever disposition the child inherited: a process that spawns it
+    # with SIGINT ignored (an xdist worker after some library set SIG_IGN) would make Python
+    # leave it ignored, and the signal would be lost for a reason that is not the runtime's.
+    signal.signal(signal.SIGINT, signal.SIG_IGN if mode == "ignored" else signal.default_int_handler)
     threading.Thread(target=interrupt_then_release, daemon=True).start()
     try:
         module.launch("hold", blocks, 1, [started, release, np.int64(MAX_SPINS)], num_threads=threads)

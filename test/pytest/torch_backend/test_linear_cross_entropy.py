@@ -210,6 +210,29 @@ def test_chunk_rows_keep_the_chunks_logits_near_the_hidden_states_size():
     assert lce.chunk_rows(10, 8, 16, 4) == 10
 
 
+def test_logits_rows_are_padded_to_16_bytes_and_gpu_chunks_fill_the_device():
+    assert [lce.padded_vocab(v, torch.float32) for v in (50257, 50304, 1, 3)] == [50260, 50304, 4, 4]
+    assert [lce.padded_vocab(v, torch.bfloat16) for v in (50257, 128256, 7)] == [50264, 128256, 8]
+    assert lce.rows_to_fill(torch.device("cpu")) == 0  # on the host, memory alone decides
+
+
+@pytest.mark.parametrize("label", [50, 51], ids=["just_past_the_vocabulary", "inside_the_padding"])
+def test_a_label_past_the_vocabulary_is_an_index_error_as_eager(fresh_dynamo, small_chunks, label):
+    """The logits' rows are padded from 50 classes to 52: a label in the padding is still out of
+    range (the target is gathered from the vocabulary's classes only), never a silent -inf."""
+    h, w, _, y = _head(64, 16, 50, bias=False)
+    y = y.clone()
+    y[3] = label
+
+    def f(h, w):
+        return F.cross_entropy(F.linear(h, w), y)
+
+    with pytest.raises(IndexError, match=f"Target {label} is out of bounds"):
+        f(h, w)
+    with pytest.raises(IndexError, match=f"index {label} is out of range .* of extent 50"):
+        torch.compile(f, backend=make_backend())(h, w)
+
+
 _MEMORY_CHILD = textwrap.dedent("""
     import sys, torch, torch.nn.functional as F
     from fuser.torch_backend import make_backend
