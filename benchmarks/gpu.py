@@ -113,6 +113,7 @@ class Gpu:
         returns (outputs, replay). The outputs hold the buffers the recorded launches write."""
         from fuser.lowering.backends import cuda_driver
         from fuser.lowering.backends.cuda import DeviceMemory
+        from fuser.lowering.backends.gpu_runtime import BoundGpuLaunch
 
         original_launch, original_workspace = cuda_driver.launch, DeviceMemory.workspace
         calls: list[tuple] = []
@@ -128,7 +129,8 @@ class Gpu:
 
         cuda_driver.launch, DeviceMemory.workspace = recording, keeping
         try:
-            outputs = fd.execute(inputs, backend="cuda")
+            with BoundGpuLaunch.through_python():  # native launches do not pass cuda_driver.launch
+                outputs = fd.execute(inputs, backend="cuda")
         finally:
             cuda_driver.launch, DeviceMemory.workspace = original_launch, original_workspace
 

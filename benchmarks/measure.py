@@ -215,9 +215,11 @@ class EmptyLaunches:
     - the full path's `program.launch(...)`: the real launch's argument checks and packing
       (`pack_args`) run, then the empty kernel; both count as "in launch" (as before launch plans);
     - a launch plan's prebuilt launches (`BoundLaunch` / `BoundGpuLaunch`): only the raw C
-      launcher call (cpu) or the cuLaunchKernel call (cuda) is swapped and timed, so writing the data
-      pointers into the argument buffers and everything else in Python count as fuser's own
-      share: "in launch" is the bare launch of the empty kernel and nothing of ours."""
+      launcher call (cpu), the cuLaunchKernel call (cuda, Python path) or the native launcher's
+      call (cuda: lowering/backends/gpu_launcher.py, given the empty kernel's launch record) is
+      swapped and timed, so writing the data pointers into the argument buffers and everything
+      else in Python count as fuser's own share: "in launch" is the bare launch of the empty
+      kernel (natively: with the launcher's own few instructions around it) and nothing of ours."""
 
     def __init__(self, empty: EmptyKernel):
         self.empty = empty
@@ -260,8 +262,23 @@ class EmptyLaunches:
                 launch(empty_handle, grid, block, 0, stream, b"", kernel_name)
                 swap.ns += time.perf_counter_ns() - t0
 
+            def timed_native(empty_native, empty_record):
+                def timed(record, stream, *pointers):  # the pointers go nowhere: the empty kernel has none
+                    t0 = time.perf_counter_ns()
+                    code = empty_native(empty_record, stream)
+                    swap.ns += time.perf_counter_ns() - t0
+                    return code
+                return timed
+
             for bound in list(BoundGpuLaunch.instances):
-                if bound is not empty_bound:
+                if bound is empty_bound:
+                    continue
+                if bound.native is not None and empty_bound.native is not None:
+                    # A native launch: the empty kernel's launch record, same grid and block.
+                    record = empty_bound.launch_record(empty_handle, bound.grid, bound.block, 0, "", [], [])
+                    self._swapped.append((bound, "native", bound.native))
+                    bound.native = timed_native(empty_bound.native, record)
+                else:
                     self._swapped.append((bound, "launcher", bound.launcher))
                     bound.launcher = timed_empty
             return

@@ -179,7 +179,8 @@ def versions() -> list[tuple[str, str]]:
 
 
 def compilers() -> list[tuple[str, bool, str]]:
-    """(name, usable, version or why not) for NVRTC, nvcc and the host C++ compiler."""
+    """(name, usable, version or why not) for NVRTC, nvcc, the host C++ compiler and the native
+    GPU launcher it builds (lowering/backends/gpu_launcher.py)."""
     from fuser.lowering.backends import compile as cc
     from fuser.lowering.backends import CPU
 
@@ -189,6 +190,12 @@ def compilers() -> list[tuple[str, bool, str]]:
         rows.append((name, not isinstance(found, str), found if isinstance(found, str) else found.label))
     ok, why = CPU.available()
     rows.append(("c++ (cpu backend)", ok, why or "usable"))
+    from fuser.lowering.backends import gpu_launcher
+
+    launcher = gpu_launcher.status()  # built here on first use (about a second, once per installation)
+    rows.append(("gpu launcher", launcher == "native",
+                 "native (prebuilt launches in one C call)" if launcher == "native"
+                 else launcher.replace("python: ", "Python path: ", 1)))
     return rows
 
 

@@ -18,7 +18,7 @@ which may not import the lowering; the snapshot only holds its text.)
 | FUSER_COMPILE_THREADS | regions of a torch.compile graph compiled at once: an integer >= 0, 0 = one per core | 0 |
 | FUSER_MEMCHECK | 1: cpu kernels check every global access against its buffer (0 or 1) | 0 |
 | FUSER_RACECHECK | 1: cpu kernels report data races between the threads of a block (0 or 1) | 0 |
-| FUSER_DISABLE | comma-separated disable options: concretize_resize_extents, kernel_index_checks, fused_linear_cross_entropy | none |
+| FUSER_DISABLE | comma-separated disable options: concretize_resize_extents, kernel_index_checks, fused_linear_cross_entropy, native_launcher | none |
 | FUSER_LOG | comma-separated log channels: recompile, torch | none |
 | FUSER_GPU_PROFILE | the GPU the cpu backend schedules its kernels for: h100 or h200 (lowering/device.py) | h100 |
 | FUSER_AUTOTUNE | 1: a fusion's first call at new schedules times alternatives, keeps the fastest (0 or 1) | 0 |

@@ -76,7 +76,12 @@ DISABLE_FUSED_LINEAR_CROSS_ENTROPY = "fused_linear_cross_entropy"
 """The entry that keeps an LM head's linear and cross-entropy apart under torch.compile (the
 logits then exist whole: fuser/torch_backend/linear_cross_entropy.py). Fusions ignore it."""
 
-KNOWN_DISABLE_OPTIONS = (DISABLE_RESIZE_EXTENTS, DISABLE_KERNEL_INDEX_CHECKS, DISABLE_FUSED_LINEAR_CROSS_ENTROPY)
+DISABLE_NATIVE_LAUNCHER = "native_launcher"
+"""The entry that sends every GPU kernel launch through the Python path instead of the native
+launcher (lowering/backends/gpu_launcher.py). Fusions ignore it."""
+
+KNOWN_DISABLE_OPTIONS = (DISABLE_RESIZE_EXTENTS, DISABLE_KERNEL_INDEX_CHECKS, DISABLE_FUSED_LINEAR_CROSS_ENTROPY,
+                         DISABLE_NATIVE_LAUNCHER)
 
 
 def disable_options(explicit: Sequence[str] = ()) -> frozenset[str]:

@@ -46,6 +46,12 @@ def _lib():
     return lib
 
 
+def driver_library():
+    """libcuda, loaded once (its entry points' addresses go into native launch records:
+    lowering/backends/gpu_launcher.py)."""
+    return _lib()
+
+
 def error_name(code: int) -> str:
     text = ctypes.c_char_p()
     if _lib().cuGetErrorName(code, ctypes.byref(text)) != 0 or not text.value:
@@ -93,6 +99,10 @@ def launch(function: int, grid: tuple, block: tuple, shared_bytes: int, stream: 
                                   CU_LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(size), CU_LAUNCH_PARAM_END)
     code = _lib().cuLaunchKernel(function, *grid, *block, shared_bytes, stream, None, extra)
     if code:
-        raise DriverError(f"launching kernel {kernel_name or hex(function)} failed: {error_name(code)} ({code}); "
-                          f"grid {grid}, block {block}, {shared_bytes} bytes of dynamic shared memory, "
-                          f"stream {stream:#x}", code)
+        raise launch_error(code, kernel_name or hex(function), grid, block, shared_bytes, stream)
+
+
+def launch_error(code: int, kernel: str, grid: tuple, block: tuple, shared_bytes: int, stream: int) -> DriverError:
+    """The error of a launch the driver refused with `code` (either launch path)."""
+    return DriverError(f"launching kernel {kernel} failed: {error_name(code)} ({code}); grid {grid}, block {block}, "
+                       f"{shared_bytes} bytes of dynamic shared memory, stream {stream:#x}", code)

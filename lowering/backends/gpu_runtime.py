@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from fuser.lowering.backends import cuda_driver
+from fuser.lowering.backends import cuda_driver, gpu_launcher
 from fuser.lowering.addresses import dense_strides, span_bytes
 from fuser.lowering.errors import FuserError
 
@@ -551,7 +551,8 @@ class GpuModule:
                 template.append(_pack(a, i, kernel_name))
         fn = self._function(kernel_name, shared_bytes)
         return BoundGpuLaunch(fn, kernel_name, _dim3(grid, "grid"), _dim3(block, "block"),
-                              "".join(f for f, _ in template), [v for _, v in template], slots, shared_bytes)
+                              "".join(f for f, _ in template), [v for _, v in template], slots, shared_bytes,
+                              _primary_context().handle)
 
     def _function(self, kernel_name: str, shared_bytes: int) -> int:
         fn = self._functions.get(kernel_name)
@@ -571,27 +572,73 @@ class GpuModule:
 
 class BoundGpuLaunch:
     """A kernel (`fn`, its CUfunction handle) with its grid, block and constant arguments packed;
-    per call only the device pointers are filled in and the stream is named. Thread-safe: the argument list is built per
-    call. `launcher` is `launch_kernel`; the benchmark harness swaps it (EmptyLaunches)."""
+    per call only the device pointers are filled in and the stream is named. Thread-safe: nothing
+    is written per call but a stack buffer (native) or a new argument list (Python).
+
+    Launched by the native launcher (lowering/backends/gpu_launcher.py: `native`, with `record`
+    its launch record) where it is built and FUSER_DISABLE does not name native_launcher;
+    otherwise by `launcher` (`launch_kernel`, through ctypes), the *Python path*. The benchmark
+    harness swaps either for an empty kernel's launch (EmptyLaunches); `through_python()` sends
+    every launch the Python path's way (to record them at `cuda_driver.launch`)."""
 
     __slots__ = ("fn", "kernel_name", "grid", "block", "format", "template", "slots", "shared_bytes", "launcher",
-                 "__weakref__")
+                 "context", "native", "record", "__weakref__")
     instances: "weakref.WeakSet[BoundGpuLaunch]" = weakref.WeakSet()
+    _python_only = 0  # > 0 inside through_python()
 
     def __init__(self, fn, kernel_name: str, grid, block, formats: str, template: list, slots: list[int],
-                 shared_bytes: int):
+                 shared_bytes: int, context: int):
         self.fn, self.kernel_name, self.grid, self.block = fn, kernel_name, grid, block
         self.format = struct.Struct(formats)
         self.template, self.slots, self.shared_bytes = template, tuple(slots), shared_bytes
+        self.context = context
         self.launcher = launch_kernel  # looked up now: a test's replacement applies to later binds
+        self.native = self.record = None
+        native = None if BoundGpuLaunch._python_only else gpu_launcher.native_launch()
+        if native is not None:
+            self.record = self.launch_record(fn, grid, block, shared_bytes, formats, template, slots)
+            self.native = native if self.record is not None else None
         BoundGpuLaunch.instances.add(self)
 
+    def launch_record(self, fn, grid, block, shared_bytes: int, formats: str, template: Sequence, slots) -> bytes | None:
+        """The native launcher's record of this launch's context with these parameters."""
+        return gpu_launcher.launch_record(gpu_launcher.driver_entry_points(), fn, self.context, grid, block,
+                                          shared_bytes, formats, template, slots)
+
     def __call__(self, pointers: Sequence[int], stream: int = 0) -> None:
+        native = self.native
+        if native is not None:
+            code = native(self.record, stream, *pointers)
+            if code:
+                raise self.failure(code, stream)
+            return
         values = list(self.template)
         for slot, address in zip(self.slots, pointers):
             values[slot] = address
         self.launcher(self.fn, self.grid, self.block, self.shared_bytes, stream, self.format.pack(*values),
                       self.kernel_name)
+
+    def failure(self, code: int, stream: int) -> cuda_driver.DriverError:
+        """The error of a native launch that returned `code`, worded as the Python path's."""
+        return cuda_driver.launch_error(code, self.kernel_name or hex(self.fn), self.grid, self.block,
+                                        self.shared_bytes, stream)
+
+    @classmethod
+    @contextlib.contextmanager
+    def through_python(cls):
+        """Every launch, of launches bound before and inside the block, takes the Python path
+        (which needs the primary context current: call `execute` inside, which makes it so; a
+        TensorCall built for native launches does not)."""
+        swapped = [(bound, bound.native) for bound in list(cls.instances) if bound.native is not None]
+        cls._python_only += 1
+        for bound, _ in swapped:
+            bound.native = None
+        try:
+            yield
+        finally:
+            cls._python_only -= 1
+            for bound, native in swapped:
+                bound.native = native
 
 
 @in_context

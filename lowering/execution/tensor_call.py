@@ -193,7 +193,11 @@ def _call_function(executor, plan, inputs: Sequence[object], backend, order) -> 
     if held_workspaces:
         kept = KeptWorkspaces(plan.workspace)
         namespace.update(workspaces_of=kept.of, forget=kept.forget)
-    if backend.on_gpu:  # the primary context current for the launches, as execute makes it
+    natively = all(getattr(step.launch, "native", None) is not None for step in plan.steps)
+    if backend.on_gpu and (plan.index_records is not None or not natively):
+        # The primary context current for the call, as execute makes it: the records of in-kernel
+        # index checks are the driver's mapped memory. Native launches make it current themselves
+        # (lowering/backends/gpu_launcher.py).
         namespace["context"] = backend.context
         lines = ["def run(inputs):", *guard, "    with context():", *("        " + line for line in body)]
     else:

@@ -126,14 +126,22 @@ def test_launches_go_to_torch_current_stream(monkeypatch):
     torch = pytest.importorskip("torch")
     from fuser.lowering.backends import gpu_runtime as gr
 
+    from fuser.lowering.backends import gpu_launcher
+
     received = []
-    real = gr.launch_kernel
+    real, real_native = gr.launch_kernel, gpu_launcher.native_launch()
 
     def recording(function, grid, block, shared, stream, params, kernel_name=""):
         received.append(stream)
         return real(function, grid, block, shared, stream, params, kernel_name)
 
+    def recording_native(record, stream, *pointers):  # a plan's launches, where the launcher is built
+        received.append(stream)
+        return real_native(record, stream, *pointers)
+
     monkeypatch.setattr(gr, "launch_kernel", recording)
+    if real_native is not None:
+        monkeypatch.setattr(gpu_launcher, "native_launch", lambda: recording_native)
     fd = _two_kernels()
     x = torch.randn(64, 300, device="cuda")
     side = torch.cuda.Stream()

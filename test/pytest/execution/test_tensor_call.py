@@ -263,3 +263,29 @@ def test_the_gpu_form_runs_its_launches_inside_the_backends_context():
     assert entered == [1]
     torch.testing.assert_close(out, _pointwise(x, y), **F32_TOL)
     assert gpu_form.run((x, y.double())) is None and entered == [1]
+
+
+def test_the_gpu_form_leaves_the_context_to_native_launches(monkeypatch):
+    """Where every launch of the plan is native (lowering/backends/gpu_launcher.py makes the
+    context current itself) and no in-kernel index record is read, the call enters no context."""
+    x, y = torch.randn(4, 8), torch.randn(4, 8)
+    _, region = _compiled(_pointwise, x, y)
+    (call,) = region._tensor_calls
+    entered = []
+
+    class GpuShaped:
+        on_gpu = True
+        compiles = True
+
+        @staticmethod
+        @contextlib.contextmanager
+        def context():
+            entered.append(1)
+            yield
+
+    for step in call.plan.steps:
+        monkeypatch.setattr(step.launch, "native", object(), raising=False)
+    gpu_form = TensorCall(region._executor, call.plan, (x, y), GpuShaped(), region.fusion_outputs)
+    (out,) = gpu_form.run((x, y))
+    assert entered == []
+    torch.testing.assert_close(out, _pointwise(x, y), **F32_TOL)

@@ -60,3 +60,24 @@ def test_results_go_to_an_untracked_folder_unless_saved(tmp_path, monkeypatch):
     assert (tmp_path / "benchmarks-out" / "results.md").read_text().endswith("### a run\n\n")
     assert (tmp_path / "benchmarks-out" / "results.json").exists()
     assert (report.RESULTS_MD.stat().st_mtime_ns if report.RESULTS_MD.exists() else None) == tracked
+
+
+REAL_PARAMETERS_M = {"gpt2": 124.4, "llama": 1235.8, "bert": 109.5, "vit": 86.6, "resnet50": 25.6}
+"""Parameters (millions) of the GPU table's models (`--size real`): GPT-2 small, Llama 3.2 1B's
+shape with a tied 128,256-word head, BERT-base, ViT-B/16, ResNet-50."""
+
+
+def test_the_real_size_models_have_their_published_sizes():
+    """The configurations the GPU run builds, on the meta device (no memory, no GPU): the GPU
+    minutes go to timing, not to finding a misspelt config."""
+    torch = pytest.importorskip("torch")
+    from fuser.benchmarks.model_zoo import REAL_SIZES
+
+    assert set(REAL_SIZES) == set(REAL_PARAMETERS_M)
+    for name, real in REAL_SIZES.items():
+        with torch.device("meta"):
+            model = real.build()
+        millions = sum(p.numel() for p in model.parameters()) / 1e6
+        assert millions == pytest.approx(REAL_PARAMETERS_M[name], abs=0.1), name
+        batch = real.batch("meta")
+        assert all(t.device.type == "meta" for t in batch.values())
