@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -172,6 +173,9 @@ def render(results: dict[str, dict[str, dict]]) -> str:
     for name, by_mode in results.items():
         fuser = by_mode.get("fuser", {})
         graphs = fuser.get("graphs", [])
+        if "fuser" not in by_mode:
+            lines.append(f"| {name} | fuser not run |" + " |" * 8)
+            continue
         if "error" in fuser or not graphs:
             lines.append(f"| {name} | fuser failed: {fuser.get('error', 'no graphs')} |" + " |" * 8)
             continue
@@ -261,7 +265,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, help="timed training steps after two untimed ones (default 5; real: 20)")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per (model, mode) process")
-    p.add_argument("--json", help="also write the results to this file")
+    p.add_argument("--json", help="also write the results to this file (rewritten after every run)")
+    p.add_argument("--budget", type=float, help="seconds: no (model, mode) run starts after them, and none "
+                                                "runs past them (default: no limit; a SIGTERM also stops the "
+                                                "runs and prints the table of those that finished)")
     args = p.parse_args(argv)
     known = model_zoo.REAL_SIZES if args.size == "real" else model_zoo.MODELS
     names = [m.strip() for m in (args.models or ",".join(known)).split(",") if m.strip()]
@@ -272,20 +279,52 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"unknown {what} {unknown[0]!r} for --size {args.size}; known: {', '.join(allowed)}")
     steps = args.steps if args.steps is not None else (20 if args.size == "real" else 5)
     results: dict[str, dict[str, dict]] = {}
-    for name in names:
-        for mode in modes:
-            start = time.perf_counter()
-            r = measure(name, mode, steps, args.dtype, args.timeout, args.device, args.size)
-            results.setdefault(name, {})[mode] = r
-            status = r.get("error") or f"first step {r['first_step_s']:.1f} s, step {r['step_ms']:.1f} ms"
-            print(f"[{name} {mode}] {status} ({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
+    began = time.perf_counter()
+    previous = signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    try:
+        for name in names:
+            for mode in modes:
+                start = time.perf_counter()
+                left = None if args.budget is None else args.budget - (start - began)
+                if left is not None and left <= 0:
+                    r = {"model": name, "mode": mode, "error": f"not run: past the {args.budget:.0f} s --budget"}
+                else:
+                    r = measure(name, mode, steps, args.dtype, args.timeout if left is None else min(args.timeout, left),
+                                args.device, args.size)
+                results.setdefault(name, {})[mode] = r
+                print(f"[{name} {mode}] {_status(r)} ({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
+                _write_json(args.json, results)  # after every run: a step killed later keeps what ran
+    except _Stopped:
+        print("[models] stopped by SIGTERM: the table holds what finished", file=sys.stderr, flush=True)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     where = f"the GPU ({_gpu_name()})" if args.device == "cuda" else f"the CPU ({os.cpu_count()} cores)"
     print(f"### Models ({args.size}), {args.dtype}, one training step on {where}\n")
     print(render(results) if args.size == "tiny" else render_real(results))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+    _write_json(args.json, results)
     return 0
+
+
+class _Stopped(Exception):
+    """SIGTERM arrived (a time limit around the whole run, as the GPU check's): stop, keep what ran."""
+
+
+def _stop_on_sigterm(signum, frame):
+    raise _Stopped()
+
+
+def _status(r: dict) -> str:
+    if "error" in r:
+        return r["error"]
+    peak = f", peak {r['peak_gib']:.2f} GiB" if r.get("peak_gib") is not None else ""
+    return f"first step {r['first_step_s']:.1f} s, step {r['step_ms']:.1f} ms{peak}"
+
+
+def _write_json(path: str | None, results: dict) -> None:
+    if path:
+        with open(path + ".tmp", "w") as f:
+            json.dump(results, f, indent=1)
+        os.replace(path + ".tmp", path)
 
 
 if __name__ == "__main__":

@@ -34,10 +34,10 @@ import numpy as np
 
 from fuser.lowering import settings
 from fuser.lowering.backends import prebuilt, racecheck, temp_files
-from fuser.lowering.backends.cxx import compiler_error, how_it_failed
+from fuser.lowering.backends.cxx import run_compiler
 from fuser.lowering.addresses import numpy_address, span_bytes
 from fuser.lowering.backends.disk_cache import Binary, CachedCompiler, DiskCache, digest
-from fuser.lowering.errors import CompileError, FuserError, LaunchError, MemcheckError, RaceError
+from fuser.lowering.errors import FuserError, LaunchError, MemcheckError, RaceError
 from fuser.lowering.runtime import EMU_HEADER_PATH, PRELUDE_PATH, RACECHECK_HEADER_PATH, RUNTIME_DIR
 
 ABI_VERSION = 7  # FUSER_CPU_ABI_VERSION in fuser_cpu_abi.h
@@ -277,14 +277,8 @@ class CpuCompiler(CachedCompiler):
             include = (["-I", str(pch)] if pch is not None else []) + ["-I", str(RUNTIME_DIR)]
             cmd = [cxx, *self.flags, *include, "-o", str(out), str(src), str(runtime)]
             _compile_count += 1
-            try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
-            except OSError as e:
-                raise CompileError(f"cannot run the C++ compiler {cxx!r}: {e}", log=str(e), source=source) from e
-            log = (proc.stdout + proc.stderr).replace(str(src), SOURCE_NAME)
-            failed = how_it_failed(proc, out)
-            if failed is not None:
-                raise compiler_error(cxx, identity, "the kernel source for the CPU", failed, log, source)
+            log = run_compiler(cxx, identity, cmd, out, "the kernel source for the CPU", source,
+                               log_of=lambda text: text.replace(str(src), SOURCE_NAME))
             return Binary(out.read_bytes(), log)
 
 

@@ -11,6 +11,7 @@ import functools
 import os
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from fuser.lowering.errors import CompileError
@@ -30,6 +31,22 @@ def compiler_error(cxx: str, identity: str, what: str, how: str, log: str, sourc
     else:
         message = f"{named} failed to compile {what} ({how})"
     return CompileError(message, log=log, source=source)
+
+
+def run_compiler(cxx: str, identity: str, cmd: list[str], output: Path, what: str, source: str = "",
+                 log_of: Callable[[str], str] = lambda text: text) -> str:
+    """Runs `cmd` (the compiler `cxx`, resolved as `identity`) in `output`'s folder; the
+    compiler's log (through `log_of`) once it has written `output`. Raises the CompileError
+    naming `what` (and quoting `source`) when it cannot run or fails."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=output.parent)
+    except OSError as e:
+        raise CompileError(f"cannot run the C++ compiler {cxx!r}: {e}", log=str(e), source=source) from e
+    log = log_of(proc.stdout + proc.stderr)
+    failed = how_it_failed(proc, output)
+    if failed is not None:
+        raise compiler_error(cxx, identity, what, failed, log, source)
+    return log
 
 
 def how_it_failed(proc: subprocess.CompletedProcess, output: Path) -> str | None:

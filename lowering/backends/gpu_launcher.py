@@ -26,7 +26,6 @@ import importlib.machinery
 import importlib.util
 import os
 import struct
-import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -36,7 +35,7 @@ from pathlib import Path
 
 from fuser.lowering import settings
 from fuser.lowering.backends import temp_files
-from fuser.lowering.backends.cxx import compiler_error, how_it_failed
+from fuser.lowering.backends.cxx import run_compiler
 from fuser.lowering.backends.disk_cache import Binary, DiskCache, digest, install_roots
 from fuser.lowering.errors import CompileError
 from fuser.lowering.runtime import RUNTIME_DIR
@@ -176,14 +175,8 @@ def _build(cxx: str, identity: str) -> Binary:
         out = Path(tmp) / f"{MODULE_NAME}.so"
         cmd = [cxx, *FLAGS, "-I", str(_python_include()), "-o", str(out), str(SOURCE)]
         _build_count += 1
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
-        except OSError as e:
-            raise CompileError(f"cannot run the C++ compiler {cxx!r}: {e}", log=str(e)) from e
-        failed = how_it_failed(proc, out)
-        if failed is not None:
-            raise compiler_error(cxx, identity, "the cuda backend's native launcher", failed, proc.stdout + proc.stderr)
-        return Binary(out.read_bytes(), proc.stdout + proc.stderr)
+        log = run_compiler(cxx, identity, cmd, out, "the cuda backend's native launcher")
+        return Binary(out.read_bytes(), log)
 
 
 def _load(binary: Binary):

@@ -24,9 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fuser.lowering.backends import temp_files
-from fuser.lowering.backends.cxx import compiler_error, how_it_failed
+from fuser.lowering.backends.cxx import run_compiler
 from fuser.lowering.backends.disk_cache import Binary, DiskCache, digest, install_roots
-from fuser.lowering.errors import CompileError
 from fuser.lowering.runtime import EMU_HEADER_PATH, RACECHECK_HEADER_PATH, RUNTIME_DIR
 
 RUNTIME_SOURCE = RUNTIME_DIR / "fuser_cpu_runtime.cpp"
@@ -93,14 +92,8 @@ def _build_runtime(cxx: str, identity: str, flags: Sequence[str], key: str) -> P
         out = Path(tmp) / soname(key)
         cmd = [cxx, *flags, f"-Wl,-soname,{soname(key)}", "-I", str(RUNTIME_DIR), "-o", str(out), str(RUNTIME_SOURCE)]
         _runtime_count += 1
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
-        except OSError as e:
-            raise CompileError(f"cannot run the C++ compiler {cxx!r}: {e}", log=str(e)) from e
-        failed = how_it_failed(proc, out)
-        if failed is not None:
-            raise compiler_error(cxx, identity, "the cpu backend's host runtime", failed, proc.stdout + proc.stderr)
-        binary = Binary(out.read_bytes(), proc.stdout + proc.stderr)
+        log = run_compiler(cxx, identity, cmd, out, "the cpu backend's host runtime")
+        binary = Binary(out.read_bytes(), log)
     return _store_runtime(key, binary)
 
 

@@ -182,15 +182,21 @@ def test_a_fusion_is_captured_and_replayed_in_a_cuda_graph():
 @gpu
 def test_gpu_work_on_other_threads_leaves_no_context_pushed():
     """pycuda aborts a process whose thread ends with a context pushed (the first GPU run: torch's
-    autograd thread); run such a process to its end."""
+    autograd thread); run such a process to its end, with compiled regions on the autograd thread
+    and on a thread of the user's, and a fusion on another."""
     pytest.importorskip("torch")
     script = textwrap.dedent("""
         import threading, torch, torch.nn.functional as F
         import fuser
         x = torch.randn(64, 512, device="cuda", requires_grad=True)
         y = torch.randint(0, 512, (64,), device="cuda")
-        loss = torch.compile(lambda a, b: F.cross_entropy(a, b), backend="fuser")(x, y)
-        loss.backward()  # the backward region runs on torch's autograd thread
+        f = torch.compile(lambda a, b: F.cross_entropy(a, b), backend="fuser")
+        for _ in range(3):  # from the second step on, the regions' TensorCalls (native launches)
+            f(x, y).backward()  # the backward region runs on torch's autograd thread
+        def compiled():
+            for _ in range(3):
+                f(x, y).backward()
+        t = threading.Thread(target=compiled); t.start(); t.join()
         def work():
             from fuser import FusionDefinition, DataType
             with FusionDefinition() as fd:

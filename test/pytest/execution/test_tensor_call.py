@@ -240,13 +240,8 @@ def test_tensor_calls_from_several_threads():
     assert errors == []
 
 
-def test_the_gpu_form_runs_its_launches_inside_the_backends_context():
-    """The generated code on a GPU enters the backend's context around the launches (execute
-    does the same): checked here with the cpu plan and a backend that says it is on a GPU."""
-    x, y = torch.randn(4, 8), torch.randn(4, 8)
-    _, region = _compiled(_pointwise, x, y)
-    (call,) = region._tensor_calls
-    entered = []
+def _gpu_shaped_backend(entered: list):
+    """A backend that says it is on a GPU; its context() appends to `entered`."""
 
     class GpuShaped:
         on_gpu = True
@@ -258,6 +253,17 @@ def test_the_gpu_form_runs_its_launches_inside_the_backends_context():
             entered.append(1)
             yield
 
+    return GpuShaped
+
+
+def test_the_gpu_form_runs_its_launches_inside_the_backends_context():
+    """The generated code on a GPU enters the backend's context around the launches (execute
+    does the same): checked here with the cpu plan and a backend that says it is on a GPU."""
+    x, y = torch.randn(4, 8), torch.randn(4, 8)
+    _, region = _compiled(_pointwise, x, y)
+    (call,) = region._tensor_calls
+    entered = []
+    GpuShaped = _gpu_shaped_backend(entered)
     gpu_form = TensorCall(region._executor, call.plan, (x, y), GpuShaped(), region.fusion_outputs)
     (out,) = gpu_form.run((x, y))
     assert entered == [1]
@@ -272,17 +278,7 @@ def test_the_gpu_form_leaves_the_context_to_native_launches(monkeypatch):
     _, region = _compiled(_pointwise, x, y)
     (call,) = region._tensor_calls
     entered = []
-
-    class GpuShaped:
-        on_gpu = True
-        compiles = True
-
-        @staticmethod
-        @contextlib.contextmanager
-        def context():
-            entered.append(1)
-            yield
-
+    GpuShaped = _gpu_shaped_backend(entered)
     for step in call.plan.steps:
         monkeypatch.setattr(step.launch, "native", object(), raising=False)
     gpu_form = TensorCall(region._executor, call.plan, (x, y), GpuShaped(), region.fusion_outputs)

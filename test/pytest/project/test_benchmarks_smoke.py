@@ -81,3 +81,43 @@ def test_the_real_size_models_have_their_published_sizes():
         assert millions == pytest.approx(REAL_PARAMETERS_M[name], abs=0.1), name
         batch = real.batch("meta")
         assert all(t.device.type == "meta" for t in batch.values())
+
+
+def _fake_result(name, mode):
+    return {"model": name, "mode": mode, "first_step_s": 1.0, "step_ms": 10.0 if mode == "fuser" else 12.0,
+            "peak_gib": 1.5, "launches": 7, "graphs": [{"regions": 2, "kernels": 3}] if mode == "fuser" else []}
+
+
+def test_the_models_table_keeps_what_ran_when_the_run_is_stopped(tmp_path, monkeypatch, capsys):
+    """The GPU check gives the models step a fixed time: a SIGTERM at any point leaves the table
+    and the JSON of the runs that finished; --budget starts no run after it."""
+    import json
+    import os
+    import signal
+
+    from fuser.benchmarks import models
+
+    calls = []
+
+    def fake_measure(name, mode, steps, dtype, timeout_s, device="cpu", size="tiny"):
+        calls.append((name, mode))
+        on_disk = json.loads((tmp_path / "m.json").read_text()) if (tmp_path / "m.json").exists() else {}
+        assert sum(len(v) for v in on_disk.values()) == len(calls) - 1  # written after every run
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGTERM)  # as `timeout` stops the step
+        return _fake_result(name, mode)
+
+    monkeypatch.setattr(models, "measure", fake_measure)
+    before = signal.getsignal(signal.SIGTERM)
+    assert models.main(["--size", "real", "--models", "gpt2,llama", "--json", str(tmp_path / "m.json")]) == 0
+    assert signal.getsignal(signal.SIGTERM) is before
+    out = capsys.readouterr()
+    assert calls == [("gpt2", "eager"), ("gpt2", "fuser"), ("gpt2", "inductor")]
+    assert "stopped by SIGTERM" in out.err
+    assert "| gpt2 | 12.0 / 10.0 / — |" in out.out and "llama" not in out.out
+    assert set(json.loads((tmp_path / "m.json").read_text())["gpt2"]) == {"eager", "fuser"}
+
+    calls.clear()
+    monkeypatch.setattr(models, "measure", lambda name, mode, *a, **k: (calls.append(1), _fake_result(name, mode))[1])
+    models.main(["--size", "real", "--models", "gpt2", "--budget", "0"])
+    assert calls == [] and "not run: past the 0 s --budget" in capsys.readouterr().out
