@@ -277,6 +277,12 @@ def main(argv: list[str] | None = None) -> int:
         unknown = [g for g in given if g not in allowed]
         if unknown:
             p.error(f"unknown {what} {unknown[0]!r} for --size {args.size}; known: {', '.join(allowed)}")
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            p.error(f"--device cuda: torch {torch.__version__} sees no GPU "
+                    f"({'built without CUDA' if torch.version.cuda is None else 'no device or driver'})")
     steps = args.steps if args.steps is not None else (20 if args.size == "real" else 5)
     results: dict[str, dict[str, dict]] = {}
     began = time.perf_counter()
