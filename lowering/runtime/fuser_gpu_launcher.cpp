@@ -79,6 +79,20 @@ const RecordHeader* record_of(PyObject* obj, const uint32_t** slots, const unsig
   return h;
 }
 
+// An address given as a Python int, or as anything with __index__ (a numpy integer), as the
+// Python path's struct.pack takes it; false with a Python error set when it is neither.
+bool address_of(PyObject* obj, void** address) {
+  if (PyLong_Check(obj)) {
+    *address = PyLong_AsVoidPtr(obj);
+  } else {
+    PyObject* index = PyNumber_Index(obj);
+    if (index == nullptr) return false;
+    *address = PyLong_AsVoidPtr(index);
+    Py_DECREF(index);
+  }
+  return !(*address == nullptr && PyErr_Occurred());
+}
+
 // launch(record, stream, *pointers) -> CUresult
 PyObject* launch(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs < 2) {
@@ -94,14 +108,14 @@ PyObject* launch(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
                  nargs - 2);
     return nullptr;
   }
-  void* stream = PyLong_AsVoidPtr(args[1]);
-  if (stream == nullptr && PyErr_Occurred()) return nullptr;
+  void* stream;
+  if (!address_of(args[1], &stream)) return nullptr;
 
   alignas(16) unsigned char buffer[kMaxParamBytes];
   std::memcpy(buffer, params, h->param_bytes);
   for (uint32_t i = 0; i < h->slot_count; ++i) {
-    void* pointer = PyLong_AsVoidPtr(args[2 + i]);
-    if (pointer == nullptr && PyErr_Occurred()) return nullptr;
+    void* pointer;
+    if (!address_of(args[2 + i], &pointer)) return nullptr;
     std::memcpy(buffer + slots[i], &pointer, sizeof(void*));
   }
   size_t param_bytes = h->param_bytes;

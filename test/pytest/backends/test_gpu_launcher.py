@@ -84,11 +84,13 @@ def test_the_driver_receives_what_the_python_path_packs(driver, formats, templat
         (0xF00D, (7, 2, 1), (128, 1, 1), 1024, 0x5151)
 
 
-def test_pointers_above_2_63_and_the_null_stream(driver):
+def test_pointers_above_2_63_numpy_integers_and_the_null_stream(driver):
     bound = _bound("PP", [0, 0], [0, 1])
     bound([0xFFFF_8000_0000_0000, 0], 0)
-    (call,) = driver.calls()
-    assert call["params"] == struct.pack("PP", 0xFFFF_8000_0000_0000, 0) and call["stream"] == 0
+    bound([np.uint64(0x7F00_0000_1000), np.int64(16)], np.uint64(0x51))  # as struct.pack takes them
+    first, second = driver.calls()
+    assert first["params"] == struct.pack("PP", 0xFFFF_8000_0000_0000, 0) and first["stream"] == 0
+    assert second["params"] == struct.pack("PP", 0x7F00_0000_1000, 16) and second["stream"] == 0x51
 
 
 def test_the_context_is_pushed_only_where_another_is_current(driver):
