@@ -19,7 +19,7 @@ def test_check_passes_here_and_names_why_cuda_is_unusable(capsys):
     out = capsys.readouterr().out
     for case in check.CASES:
         assert f"ok   {case.name}" in out
-    assert "nvrtc" in out and "nvcc" in out and "c++ (cpu backend)" in out
+    assert "nvrtc" in out and "nvcc" in out and "c++ (cpu backend)" in out and "gpu launcher" in out
     ok, why = CUDA.available()
     assert ("cuda       usable" in out) if ok else (f"cuda       UNUSABLE: {why}" in out)
     assert out.strip().splitlines()[-1].startswith(f"fuser.check: {len(check.CASES)} of {len(check.CASES)} checks passed")

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import struct
 import subprocess
+import sysconfig
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,7 +24,9 @@ from fuser.lowering.backends import gpu_runtime as gr
 from fuser.benchmarks.launch_path import StubDriver
 from fuser.lowering.backends.cpu_runtime import cpu_compiler_available
 
-pytestmark = pytest.mark.skipif(not cpu_compiler_available(), reason="needs the cpu backend's C++ compiler")
+_HEADERS = Path(sysconfig.get_paths()["include"]) / "Python.h"
+pytestmark = [pytest.mark.skipif(not cpu_compiler_available(), reason="needs the cpu backend's C++ compiler"),
+              pytest.mark.skipif(not _HEADERS.is_file(), reason=f"needs Python's headers ({_HEADERS})")]
 
 @pytest.fixture(scope="module")
 def stub(tmp_path_factory):
@@ -144,6 +148,17 @@ def test_records_refuse_what_the_launcher_cannot_take(driver):
     assert bound.native is None
     bound([0x1000], 0)
     assert len(driver.calls()[0]["params"]) == struct.calcsize(too_big)
+
+
+def test_without_pythons_headers_launches_take_the_python_path_and_say_why(driver, monkeypatch, tmp_path):
+    monkeypatch.setattr(gpu_launcher, "_loaded", None)  # as in a fresh process
+    monkeypatch.setattr(gpu_launcher, "_python_include", lambda: tmp_path)
+    assert gpu_launcher.status() == (f"python: Python's headers are not installed ({tmp_path}/Python.h is missing;"
+                                     " install the python3-dev package of this Python)")
+    bound = _bound("P", [0], [0])
+    assert bound.native is None
+    bound([0x1000], 0)
+    assert driver.calls()[0]["params"] == struct.pack("P", 0x1000)
 
 
 def test_fuser_disable_native_launcher_takes_the_python_path(driver, monkeypatch):
