@@ -194,10 +194,14 @@ def _call_function(executor, plan, inputs: Sequence[object], backend, order) -> 
         kept = KeptWorkspaces(plan.workspace)
         namespace.update(workspaces_of=kept.of, forget=kept.forget)
     natively = all(getattr(step.launch, "native", None) is not None for step in plan.steps)
-    if backend.on_gpu and (plan.index_records is not None or not natively):
-        # The primary context current for the call, as execute makes it: the records of in-kernel
-        # index checks are the driver's mapped memory. Native launches make it current themselves
-        # (lowering/backends/gpu_launcher.py).
+    if backend.on_gpu and plan.index_records is not None:
+        # The record of in-kernel index checks is mapped host memory the driver allocates once
+        # (in a context); after that the call only reads it and passes its device address.
+        with backend.context():
+            plan.index_record(plan.index_records)
+    if backend.on_gpu and not natively:
+        # The primary context current for the launches, as execute makes it; native launches make
+        # it current themselves (lowering/backends/gpu_launcher.py).
         namespace["context"] = backend.context
         lines = ["def run(inputs):", *guard, "    with context():", *("        " + line for line in body)]
     else:

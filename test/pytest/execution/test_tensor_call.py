@@ -271,17 +271,28 @@ def test_the_gpu_form_runs_its_launches_inside_the_backends_context():
     assert gpu_form.run((x, y.double())) is None and entered == [1]
 
 
-def test_the_gpu_form_leaves_the_context_to_native_launches(monkeypatch):
+def _gather(x, i):
+    return torch.gather(x * 2, 1, i) + 1
+
+
+@pytest.mark.parametrize("fn, args, at_build", [
+    (_pointwise, (torch.randn(4, 8), torch.randn(4, 8)), []),
+    # in-kernel index checks: the context once, at build, where the record is made
+    (_gather, (torch.randn(4, 6), torch.randint(0, 6, (4, 3))), [1]),
+])
+def test_the_gpu_form_leaves_the_context_to_native_launches(monkeypatch, fn, args, at_build):
     """Where every launch of the plan is native (lowering/backends/gpu_launcher.py makes the
-    context current itself) and no in-kernel index record is read, the call enters no context."""
-    x, y = torch.randn(4, 8), torch.randn(4, 8)
-    _, region = _compiled(_pointwise, x, y)
+    context current itself), a call enters no context."""
+    _, region = _compiled(fn, *args)
     (call,) = region._tensor_calls
+    assert (call.plan.index_records is not None) == bool(at_build)
     entered = []
     GpuShaped = _gpu_shaped_backend(entered)
     for step in call.plan.steps:
         monkeypatch.setattr(step.launch, "native", object(), raising=False)
-    gpu_form = TensorCall(region._executor, call.plan, (x, y), GpuShaped(), region.fusion_outputs)
-    (out,) = gpu_form.run((x, y))
-    assert entered == []
-    torch.testing.assert_close(out, _pointwise(x, y), **F32_TOL)
+    gpu_form = TensorCall(region._executor, call.plan, args, GpuShaped(), region.fusion_outputs)
+    assert entered == at_build
+    for _ in range(2):
+        (out,) = gpu_form.run(args)
+        torch.testing.assert_close(out, fn(*args), **F32_TOL)
+    assert entered == at_build
