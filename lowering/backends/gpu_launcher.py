@@ -2,8 +2,9 @@
 
 A launch plan's launches (lowering/execution/launch_plan.py) have everything but their data
 pointers fixed when they are bound. Through ctypes, each launch still packed its argument buffer
-with `struct`, built three ctypes objects and converted eleven arguments of cuLaunchKernel: about
-7 us of Python per launch on the development machine, before the driver's own work. The native
+with `struct`, built three ctypes objects and converted eleven arguments of cuLaunchKernel: 5.6-6.2
+us of Python per launch on the development machine, before the driver's own work (0.4 us through
+this launcher; `python -m fuser.benchmarks.launch_path` measures both with the driver stubbed out). The native
 launcher (runtime/fuser_gpu_launcher.cpp, a CPython extension module) takes a *launch record*
 built once per bound launch (`launch_record`: the driver's entry points, CUfunction, context,
 grid, block, shared memory, the argument template and where its pointers go) and the call's
@@ -17,7 +18,7 @@ Python path (gpu_runtime.BoundGpuLaunch); `status()` says which and why, and so 
 `python -m fuser.check`.
 
 The record carries the driver's entry points, so the module links against no libcuda and a test
-can hand it a recording stub's instead (test/pytest/execution/test_gpu_launcher.py)."""
+can hand it a recording stub's instead (test/pytest/backends/test_gpu_launcher.py)."""
 
 from __future__ import annotations
 
