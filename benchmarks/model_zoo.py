@@ -84,6 +84,13 @@ def qwen2():
                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
 
 
+def gpt_neox():
+    # Rotary embeddings on a quarter of each head (2 of 8 dims): a cat boundary inside a vector.
+    return _hf("GPTNeoXConfig", "GPTNeoXForCausalLM", vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+               num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64,
+               rope_parameters={"partial_rotary_factor": 0.25, "rope_theta": 10000.0, "rope_type": "default"})
+
+
 def t5():
     return _hf("T5Config", "T5ForConditionalGeneration", vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2,
                num_decoder_layers=2, num_heads=4, decoder_start_token_id=0, pad_token_id=0)
@@ -250,7 +257,7 @@ def _own_loss(out, inputs) -> torch.Tensor:
 
 
 MODELS: dict[str, Callable[[], nn.Module]] = {
-    "gpt2": gpt2, "bert": bert, "llama": llama, "t5": t5, "vit": vit, "qwen2": qwen2,
+    "gpt2": gpt2, "bert": bert, "llama": llama, "t5": t5, "vit": vit, "qwen2": qwen2, "gpt_neox": gpt_neox,
     "resnet18": ResNet18, "nanogpt": NanoGPT, "llama_block": LlamaBlock,
 }
 

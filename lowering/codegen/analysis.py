@@ -17,8 +17,9 @@ from functools import cached_property
 from xdsl.ir import Operation, SSAValue
 
 from fuser_dialect.types import BROADCAST
-from fuser.lowering.codegen.emit_cuda import ACCESS_RULES
-from fuser.lowering.codegen.index import ZERO, Ix, depends_only_on, loop_var, structural_key
+from fuser_dialect import ops_resize as R
+from fuser.lowering.codegen.emit_cuda import ACCESS_RULES, cat_starts
+from fuser.lowering.codegen.index import ZERO, Ix, depends_only_on, loop_var, shifted, structural_key
 from fuser.lowering.codegen.kernel import DROP, FULL, KEEP, KernelPlan
 
 
@@ -70,6 +71,27 @@ def global_loads(produced: dict[SSAValue, Operation], roots: Sequence[tuple[SSAV
     return loads
 
 
+def cat_boundaries(produced: dict[SSAValue, Operation], roots: Sequence[tuple[SSAValue, Sequence[Ix]]]) -> list[Ix]:
+    """Where the kernel's cats switch pieces, as the index of each piece after the first along
+    the cat's dim (the cat's own index shifted by the piece's start): a vector access must not
+    straddle one. A load's own index can hide it: in `cat([x[:, :2], x[:, 2:]])` the second
+    piece reads x at the cat's index, the piece's -2 and the slice's +2 cancelling, while its
+    lanes still cross the boundary at 2."""
+    found: list[Ix] = []
+
+    def visit(value, idx, conditional, op) -> bool:
+        if isinstance(op, R.CatOp):
+            dim = op.dim.value.data
+            starts = cat_starts(op)
+            for k in range(1, len(op.inputs)):
+                by = -starts[k] if starts is not None else None
+                found.append(shifted(idx[dim], ("cat-boundary", op, k), by=by))
+        return True
+
+    walk_reads(produced, roots, visit)
+    return found
+
+
 @dataclass(frozen=True)
 class GroupAccess:
     """What the schedule of one pointwise output group needs to know about its loads."""
@@ -100,13 +122,15 @@ def cone_ops(produced: dict[SSAValue, Operation], roots: Sequence[SSAValue]) -> 
     return len(seen)
 
 
-def vector_values(loads: Sequence[Load], last: int) -> tuple[tuple[SSAValue, ...], int] | None:
+def vector_values(loads: Sequence[Load], last: int, boundaries: Sequence[Ix] = ()) -> tuple[tuple[SSAValue, ...], int] | None:
     """(the tensors read with the domain's `last` loop variable as their innermost index, the
     alignment a vector width must divide), when every load that depends on `last` reads it as
     its innermost index, itself or shifted by a compile-time constant (a static slice start, a
     cat piece's start: the vector width must divide each shift, so that the VEC lanes stay in one
-    aligned access and in one cat piece; 0: no such constraint). None when one does not (it reads
-    `last` in another position, or through a position computed in the kernel, which may hide it)."""
+    aligned access), and every cat boundary along `last` (`cat_boundaries`) is at such a shift
+    (so that the VEC lanes stay in one cat piece); 0: no such constraint. None when one does not
+    (it reads `last` in another position, or through a position computed in the kernel, which may
+    hide it, or a cat boundary along `last` is not known at compile time)."""
     vector: list[SSAValue] = []
     alignment = 0
     for load in loads:
@@ -121,6 +145,12 @@ def vector_values(loads: Sequence[Load], last: int) -> tuple[tuple[SSAValue, ...
         alignment = math.gcd(alignment, inner.offset)
         if load.value not in vector:
             vector.append(load.value)
+    for boundary in boundaries:
+        if last not in boundary.dims:
+            continue
+        if boundary.local or boundary.dims != {last} or boundary.offset is None:
+            return None
+        alignment = math.gcd(alignment, boundary.offset)
     return tuple(vector), alignment
 
 
@@ -137,7 +167,8 @@ def group_access(produced: dict[SSAValue, Operation], outputs: Sequence[SSAValue
         best = max(best, min(prefix, rank - 1))
     # A position computed in the kernel may hide the innermost variable: no vectors then.
     local = any(ix.local for load in loads for ix in load.idx)
-    found = vector_values(loads, rank - 1) if rank and not local else None
+    boundaries = cat_boundaries(produced, [(out, domain) for out in outputs])
+    found = vector_values(loads, rank - 1, boundaries) if rank and not local else None
     vector, alignment = found if found is not None else (None, 0)
     return GroupAccess(max(best, 0), vector, cone_ops(produced, outputs), alignment)
 
@@ -163,14 +194,16 @@ def row_loads(plan: KernelPlan) -> RowLoads:
     produced = {op.results[0]: op for op in plan.ops}
     rank = plan.domain.type.rank  # type: ignore[union-attr]
     domain = [loop_var(d) for d in range(rank)]
-    phases = tuple(tuple(global_loads(produced, [(v, domain) for v in roots])) for roots in _row_phase_roots(plan, {}))
+    phase_roots = [[(v, domain) for v in roots] for roots in _row_phase_roots(plan, {})]
+    phases = tuple(tuple(global_loads(produced, roots)) for roots in phase_roots)
     last = rank - 1
     reduced = frozenset(plan.reduced_dims)
     every = [load for phase in phases for load in phase]
     # Positions computed in the kernel along the row (a gather by a per-element index) may hide
     # the innermost variable; a per-row computed position (a label) is read outside the loops.
     hidden = any(ix.local and ix.dims & reduced for load in every for ix in load.idx)
-    found = vector_values(every, last) if rank and last in reduced and not hidden else None
+    boundaries = [ix for roots in phase_roots for ix in cat_boundaries(produced, roots)]
+    found = vector_values(every, last, boundaries) if rank and last in reduced and not hidden else None
     vectors, alignment = found if found is not None else (None, 0)
     return RowLoads(phases, vectors, alignment)
 
@@ -289,5 +322,5 @@ class KernelAnalysis:
         return row_loads(self.plan)
 
 
-__all__ = ["GroupAccess", "KernelAnalysis", "Load", "RowAccess", "RowLoads", "cone_ops", "global_loads", "walk_reads",
+__all__ = ["GroupAccess", "KernelAnalysis", "Load", "RowAccess", "RowLoads", "cat_boundaries", "cone_ops", "global_loads", "walk_reads",
            "group_access", "row_access", "row_loads", "vector_values", "DROP", "FULL", "KEEP"]

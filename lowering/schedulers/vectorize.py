@@ -4,8 +4,10 @@ A vector access moves VEC consecutive elements at once (16 bytes: `fuser_ld_vec`
 `fuser_st_vec`). It needs, for every tensor read as vector lanes: the innermost dim dense
 (stride 1), the other strides multiples of VEC (every row starts on a vector boundary), and the
 data pointer aligned to the vector; for every output: the innermost dim of its layout is the
-domain's innermost dim (buffers fuser allocates are aligned); and the innermost extent a
-multiple of VEC. Inputs are checked per call (their strides and addresses are run-time facts).
+domain's innermost dim (buffers fuser allocates are aligned) and is not broadcast; and the innermost extent a
+multiple of VEC; for a value another kernel of the fusion stored as a fusion output: the same
+as for that output (it is read from the buffer in the output's layout). Inputs are checked per
+call (their strides and addresses are run-time facts).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Sequence
 
 from xdsl.ir import SSAValue
 
-from fuser_dialect.types import numpy_dtype
+from fuser_dialect.types import BROADCAST, numpy_dtype
 from fuser.lowering.addresses import numpy_address
 
 VECTOR_BYTES = 16
@@ -43,10 +45,16 @@ def vector_width(values: Sequence[SSAValue], outputs: Sequence[SSAValue], inner_
     if not (values or outputs):
         return 1
     itemsize = max(numpy_dtype(v.type.dtype).itemsize for v in (*values, *outputs))  # type: ignore[union-attr]
-    for out in outputs:
-        order = output_layout.get(out)
+    # A fusion output is stored in its layout, and a later kernel reading it reads that buffer:
+    # both need the innermost dim dense there.
+    for value in (*outputs, *values):
+        order = output_layout.get(value)
         if order is not None and order[-1] != 0:
             return 1
+    # An output broadcast along the innermost dim has one element where the domain has VEC:
+    # a vector store would write VEC of them at the index of one.
+    if inner_extent > 1 and any(out.type.shape[-1] == BROADCAST for out in outputs):  # type: ignore[union-attr]
+        return 1
     width = VECTOR_BYTES
     while width >= max(narrowest_bytes, 2 * itemsize):
         vec = width // itemsize

@@ -1,7 +1,7 @@
 """Real models through torch.compile(backend="fuser"): one training step against eager.
 
 The models (benchmarks/model_zoo.py) are Hugging Face definitions from tiny configs with random
-weights — GPT-2, BERT, Llama, T5, ViT, Qwen2 — and a ResNet-18, a nanoGPT stack and a
+weights — GPT-2, BERT, Llama, T5, ViT, Qwen2, GPT-NeoX (rotary on a quarter of each head) — and a ResNet-18, a nanoGPT stack and a
 llama-style block written here. Per model and dtype:
 
 - fp32: the loss equals eager's, and every parameter gradient is within 1e-5 of the largest
@@ -78,7 +78,7 @@ def check_coverage(name: str, reports) -> None:
         assert report.regions_between_library_calls <= 1, str(report)
 
 
-FUSED_HEADS = {"gpt2", "llama", "qwen2", "bert", "t5", "nanogpt", "llama_block"}
+FUSED_HEADS = {"gpt2", "llama", "qwen2", "gpt_neox", "bert", "t5", "nanogpt", "llama_block"}
 """Models whose loss is cross_entropy(linear(...)) with nothing else reading the logits: their
 head runs chunked, the logits never whole (fuser/torch_backend/linear_cross_entropy.py)."""
 
