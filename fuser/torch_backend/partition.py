@@ -3,10 +3,13 @@ fusions (the fw_compiler / bw_compiler given to AOTAutograd).
 
 Steps: rebuild sizes of intermediates from the inputs (symbolic.py); propose partitions
 with torch's CapabilityBasedPartitioner and `FuserSupport`; drop view/constant ops at a
-region's edges (they cost nothing eagerly and would only add inputs/outputs); fuse each
-partition into a submodule; build its FusionDefinition and compile its kernels for the traced
-example inputs (all regions of a graph at once: g++ and NVRTC work in parallel); install a
-`FusedRegion` in its place.
+region's edges (they cost nothing eagerly and would only add inputs/outputs); join the
+partitions between the same two library calls where that makes no dependency cycle (a region
+never needs, through eager code or another region, a value computed from its own outputs; a
+cycle would be cut, never asserted; the report says which regions stay apart and why); fuse
+each partition into a submodule; build its FusionDefinition and compile its kernels for the
+traced example inputs (all regions of a graph at once: g++ and NVRTC work in parallel);
+install a `FusedRegion` in its place.
 
 A region is decided here, once: it either runs fused from its first call on, or it is refused
 now — its definition cannot be built, it computes nothing (every output is an input or a view
@@ -85,13 +88,18 @@ def partition_graph(gm: torch.fx.GraphModule, kind: str, execute_options: dict |
     for partition in partitions:
         _strided_views_leave(gm.graph, partition.nodes, partitioned)
     partitions = [p for p in partitions if any(_computes(n) for n in p.nodes)]
-    partitions = _merge_between_library_calls(gm.graph, partitions)
+    kept_apart: list = []
+    partitions = _merge_between_library_calls(gm.graph, partitions, kept_apart)
+    partitions, cuts = _break_cycles(gm.graph, partitions)
+    report.kept_apart, on_cycles = _apart_notes(kind, partitions, kept_apart, cuts)
     fused_nodes = {n for p in partitions for n in p.nodes}
     for node in gm.graph.nodes:
         if _counted(node) and node not in fused_nodes:
             report.eager_ops[_op_name(node)] += 1
             if node in support.reasons:
                 report.reasons.setdefault(_op_name(node), support.reasons[node])
+            elif node in on_cycles:
+                report.reasons.setdefault(_op_name(node), on_cycles[node])
             elif node.op == "call_function":
                 report.reasons.setdefault(_op_name(node), "supported, but not worth a fusion on its own here")
     region_ops = [[_op_name(n) for n in p.nodes if _counted(n)] for p in partitions]
@@ -152,13 +160,22 @@ def _split_at_collectives(graph: torch.fx.Graph, partitions: list) -> list:
     return split
 
 
-def _merge_between_library_calls(graph: torch.fx.Graph, partitions: list) -> list:
-    """Partitions that lie between the same two library calls (in graph order) and do not
-    depend on each other through an eager node become one: torch's partitioner only joins
-    connected nodes, so independent chains (the bias gradients of a backward, say) would be
-    regions of their own, each a call with its own host overhead. Functional collectives are
-    library calls here (report.is_library_call): a fusion never joins ops from both sides of one,
-    which would hold the ops before it until the collective's result is in."""
+def _merge_between_library_calls(graph: torch.fx.Graph, partitions: list, kept_apart: list | None = None) -> list:
+    """Partitions that lie between the same two library calls (in graph order) become one where
+    that keeps the graph acyclic: torch's partitioner only joins connected nodes, so independent
+    chains (the bias gradients of a backward, say) would be regions of their own, each a call
+    with its own host overhead. Functional collectives are library calls here
+    (report.is_library_call): a fusion never joins ops from both sides of one, which would hold
+    the ops before it until the collective's result is in.
+
+    A merge is taken only when no path joins the two partitions through a third vertex of the
+    graph of regions (each partition one vertex, every other node its own: _cyclic_merges):
+    merged, that vertex would need the region's value and feed it. Walking nodes alone misses
+    the paths that enter a partition at one node and leave it at another it is not connected
+    to (torch's partitioner joins unconnected chains): a sparse MoE block's backward. So a
+    graph of regions that is acyclic stays so at every merge. `kept_apart`, when given,
+    receives (partition, [(earlier partition of its group, the vertex the cycle would run
+    through)]) for each partition that stays apart from the earlier ones of its group."""
     from fuser.torch_backend.report import is_library_call
 
     position, segment, library_calls = {}, {}, 0
@@ -170,37 +187,174 @@ def _merge_between_library_calls(graph: torch.fx.Graph, partitions: list) -> lis
     groups: dict[int, list] = {}  # by where each region will run: at its last node
     for partition in sorted(partitions, key=lambda p: max(position[n] for n in p.nodes)):
         groups.setdefault(segment[max(partition.nodes, key=position.get)], []).append(partition)
+    owner = {n: p for p in partitions for n in p.nodes}
     merged = []
     for group in groups.values():
         kept: list = []
         for partition in group:
-            into = next((k for k in kept if not _joined_through_eager(k.nodes, partition.nodes)), None)
+            cyclic = _cyclic_merges(partition, owner) if kept else {}
+            into = next((k for k in kept if k not in cyclic), None)
             if into is None:
+                if kept and kept_apart is not None:
+                    kept_apart.append((partition, [(k, cyclic[k]) for k in kept]))
                 kept.append(partition)
-            else:
-                for node in partition.nodes:
-                    into.add_node(node)
+                continue
+            for node in partition.nodes:
+                into.add_node(node)
+                owner[node] = into
         merged += kept
     return merged
 
 
-def _joined_through_eager(a: dict, b: dict) -> bool:
-    """Whether a path leads from one node set to the other through a node in neither (merging
-    them would then make a cycle: the eager node needs one part and feeds the other)."""
-    for source, target in ((a, b), (b, a)):
-        seen = set()
-        frontier = [u for n in source for u in n.users if u not in source and u not in target]
+def _cyclic_merges(partition, owner: dict) -> dict:
+    """The partitions `partition` cannot merge with, each with the vertex a cycle would then run
+    through: those a path of the graph of regions leads to from `partition`, or from which one
+    leads to it, through a third vertex (a node outside partitions, or another partition: the
+    path's first step). The graph of regions has a vertex per partition (`owner`: node → its
+    partition) and one per other node; its edges are the nodes' uses. A partition reached
+    directly (an edge of the fx graph between the two) merges without a cycle."""
+    cyclic: dict = {}
+    for forward in (True, False):
+        via: dict = {}  # vertex reached → the first step of the path that reached it
+        frontier = []
+        for v in _neighbours(partition, owner, forward):
+            via[v] = v
+            frontier.append(v)
         while frontier:
-            node = frontier.pop()
-            if node in seen:
-                continue
-            seen.add(node)
-            for user in node.users:
-                if user in target:
-                    return True
-                if user not in source:
-                    frontier.append(user)
-    return False
+            vertex = frontier.pop()
+            for v in _neighbours(vertex, owner, forward):
+                if v is partition:
+                    continue  # a path back to it: a cycle already there, which _break_cycles cuts
+                if not isinstance(v, torch.fx.Node):
+                    cyclic.setdefault(v, via[vertex])
+                if v not in via:
+                    via[v] = via[vertex]
+                    frontier.append(v)
+    return cyclic
+
+
+def _neighbours(vertex, owner: dict, forward: bool = True) -> list:
+    """The vertices of the graph of regions one use after (forward) or before `vertex` (a node
+    outside partitions, or a partition), in graph order of the uses."""
+    nodes = (vertex,) if isinstance(vertex, torch.fx.Node) else vertex.nodes
+    out: dict = {}
+    for node in nodes:
+        for other in (node.users if forward else node.all_input_nodes):
+            v = owner.get(other, other)
+            if v is not vertex:
+                out[v] = None
+    return list(out)
+
+
+def _break_cycles(graph: torch.fx.Graph, partitions: list) -> tuple[list, list[tuple]]:
+    """The partitions, cut until the graph of regions has no cycle, and what was cut: [(the
+    partition, its number of connected pieces, the pieces kept, the vertices of the cycle)]. None is expected: torch's
+    partitioner proposes acyclic partitions, the steps before the merge only shrink or split
+    them, and the merge keeps the graph acyclic (_merge_between_library_calls); this makes sure
+    no cycle reaches fuse_by_partitions (which asserts). A partition on a cycle is cut into its
+    connected pieces (those that compute stay partitions), a connected one runs eagerly; each cut
+    refines the partitions, and the nodes alone are acyclic, so this ends."""
+    cuts = []
+    while True:
+        owner = {n: p for p in partitions for n in p.nodes}
+        cycle = _a_cycle(graph, owner)
+        if cycle is None:
+            return partitions, cuts
+        # a partition of unconnected pieces first (cut, each piece can stay a region), the smallest
+        on_cycle = [(p, _connected_pieces(p)) for p in cycle if not isinstance(p, torch.fx.Node)]
+        victim, pieces = min(on_cycle, key=lambda c: (len(c[1]) == 1, len(c[0].nodes)))
+        kept = [p for p in pieces if len(pieces) > 1 and any(_computes(n) for n in p.nodes)]
+        partitions = [q for p in partitions for q in (kept if p is victim else [p])]
+        cuts.append((victim, len(pieces), kept, cycle))
+
+
+def _a_cycle(graph: torch.fx.Graph, owner: dict) -> list | None:
+    """A cycle of the graph of regions (its vertices in order), or None (Kahn's peeling: the
+    vertices it leaves each have a predecessor left, so walking back from one closes a cycle)."""
+    vertices = list(dict.fromkeys(owner.get(n, n) for n in graph.nodes))
+    preds = {v: _neighbours(v, owner, forward=False) for v in vertices}
+    indegree = {v: len(p) for v, p in preds.items()}
+    ready = [v for v in vertices if indegree[v] == 0]
+    peeled = set()
+    while ready:
+        v = ready.pop()
+        peeled.add(v)
+        for u in _neighbours(v, owner):
+            indegree[u] -= 1
+            if indegree[u] == 0:
+                ready.append(u)
+    left = [v for v in vertices if v not in peeled]
+    if not left:
+        return None
+    walk, seen = [left[0]], {left[0]: 0}
+    while True:
+        v = next(p for p in preds[walk[-1]] if p not in peeled)
+        if v in seen:
+            return list(reversed(walk[seen[v]:]))
+        seen[v] = len(walk)
+        walk.append(v)
+
+
+def _connected_pieces(partition) -> list:
+    """A partition's weakly connected pieces (through uses between its own nodes), each a
+    Partition, its nodes in the partition's order."""
+    from torch.fx.passes.infra.partitioner import Partition
+
+    piece: dict = {}
+    for start in partition.nodes:
+        if start in piece:
+            continue
+        piece[start], stack = start, [start]
+        while stack:
+            node = stack.pop()
+            for other in (*node.users, *node.all_input_nodes):
+                if other in partition.nodes and other not in piece:
+                    piece[other] = start
+                    stack.append(other)
+    pieces: dict = {}
+    for node in partition.nodes:
+        pieces.setdefault(piece[node], []).append(node)
+    return [Partition(nodes=nodes) for nodes in pieces.values()]
+
+
+def _apart_notes(kind: str, partitions: list, kept_apart: list, cuts: list) -> tuple[list[str], dict]:
+    """The report's lines on regions that could not be one (GraphReport.kept_apart), and why
+    each node of a proposed region cut off a cycle runs eagerly ({node: why})."""
+    region = {n: f"{kind}.{REGION_PREFIX}{i}" for i, p in enumerate(partitions) for n in p.nodes}
+
+    def name(vertex) -> str:
+        if isinstance(vertex, torch.fx.Node):
+            while vertex.op == "call_function" and (vertex.target is operator.getitem or _is_view(vertex)) \
+                    and isinstance(vertex.args[0], torch.fx.Node) and vertex.args[0] not in region:
+                vertex = vertex.args[0]  # a part or view of an eager result: name the op that computes it
+            return f"{vertex.name} ({_op_name(vertex)})" if vertex.op == "call_function" else vertex.name
+        return region.get(next(iter(vertex.nodes)), "a region cut off a cycle")
+
+    notes, eager = [], {}
+    for partition, earlier in kept_apart:
+        if next(iter(partition.nodes)) not in region:
+            continue
+        others = ", ".join(f"{name(k)} (through {name(via)})" for k, via in earlier)
+        notes.append(f"{name(partition)} runs apart from {others}, between the same library calls: merged "
+                     "with one, the region would need a value computed from its own outputs (a cycle)")
+    for victim, count, pieces, cycle in cuts:
+        ops = _ops_of(victim)
+        steps = ["this region" if v is victim else name(v) for v in cycle]
+        through = " -> ".join(s for i, s in enumerate(steps) if i == 0 or s != steps[i - 1])
+        what = "its ops run eagerly" if not pieces else f"cut into {count} unconnected pieces" + \
+            (f", {count - len(pieces)} of them eager (nothing to compute)" if len(pieces) < count else "")
+        notes.append(f"a proposed region ({ops}) was on a dependency cycle ({through}): {what}")
+        for node in victim.nodes:
+            if node not in region:
+                eager[node] = f"in a proposed region that was on a dependency cycle ({through})"
+    return notes, eager
+
+
+def _ops_of(partition) -> str:
+    from collections import Counter
+
+    counts = Counter(_op_name(n) for n in partition.nodes if _counted(n))
+    return ", ".join(f"{op} x{n}" if n > 1 else op for op, n in counts.items())
 
 
 def _regions_between_library_calls(graph: torch.fx.Graph) -> int:

@@ -99,6 +99,11 @@ class GraphReport:
     rewrites: list[str] = field(default_factory=list)
     """Rewrites of the captured program before AOTAutograd traced it (on its forward or inference
     graph's report): each LM head fused with its cross-entropy, or why not (linear_cross_entropy.py)."""
+    kept_apart: list[str] = field(default_factory=list)
+    """Regions that could not be one, and why (partition.py): a region that runs apart from
+    others between the same library calls because, merged, they would make a dependency cycle
+    (the region would need, through an eager op or another region, a value computed from its own
+    outputs); and a proposed region cut because it was on such a cycle (none is expected)."""
     cudagraphs: str | None = None
     """With options={"cudagraphs": True}: whether the graph runs as a CUDA graph, or why not
     (cudagraphs.py); None without the option."""
@@ -137,6 +142,7 @@ class GraphReport:
         lines += [f"  rewrite: {note}" for note in self.rewrites]
         if self.cudagraphs is not None:
             lines.append(f"  CUDA graph: {self.cudagraphs}")
+        lines += [f"  kept apart: {note}" for note in self.kept_apart]
         for r in self.regions:
             if r.failed is not None:
                 lines.append(f"  {r.name}: refused, its {len(r.ops)} ops run eagerly: {r.failed}")
