@@ -22,26 +22,26 @@ from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, Float64Type, FloatA
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.printer import Printer
 
+from fuser_dialect.errors import FuserRangeError, reports_errors
 from fuser_dialect.fusion import HINT_ORDER, REQUIRED_ORDER, verify_fusion
 from fuser_dialect.builder_ops import Ops
 from fuser_dialect.inputs import torch_dtype_name
 from fuser_dialect.promotion import scalar_dtype_of
 from fuser_dialect.scalar_ops import ScalarBuilder
-from fuser_dialect.types import BROADCAST, COMPLEX_DTYPES, DYNAMIC, DataType, TensorType, dtype_name
+from fuser_dialect.types import BROADCAST, COMPLEX_DTYPES, DYNAMIC, INT64_MAX, DataType, TensorType, dtype_name
 from fuser_dialect.values import Scalar, Tensor, Vector, static_int
 
 
 def _dims_from_shape(shape: Sequence[int], name: str = "shape") -> list[int]:
     dims = []
     for i, s in enumerate(shape):
-        if s == -1:
-            dims.append(DYNAMIC)
-        elif s == 1:
-            dims.append(BROADCAST)
-        elif isinstance(s, (int, np.integer)) and not isinstance(s, bool) and (s > 1 or s == 0):
-            dims.append(static_int(s, f"{name}[{i}]"))
-        else:
-            raise ValueError(f"{name}[{i}] = {s}: use -1 (dynamic), 1 (broadcast) or a static extent > 1")
+        if isinstance(s, bool) or not isinstance(s, (int, np.integer)):
+            raise TypeError(f"{name}[{i}] = {s!r}: expected an int (-1 dynamic, 1 broadcast, 0 or > 1 static)")
+        if not -1 <= s <= INT64_MAX:  # as nvFuser's: the value -2 "was neither symbolic(-1), zero_element(0), ..."
+            if s > INT64_MAX:  # a ValueError, and a TypeError as nvFuser's bindings refuse it
+                raise FuserRangeError(f"{name}[{i}] = {s} does not fit in 64 bits (|value| < 2**63)")
+            raise ValueError(f"{name}[{i}] = {s}: use -1 (dynamic), 1 (broadcast), 0 (empty) or a static extent > 1")
+        dims.append(DYNAMIC if s == -1 else BROADCAST if s == 1 else int(s))
     return dims
 
 
@@ -171,6 +171,10 @@ class FusionBuilder:
             return Vector(Scalar(self, self.block.insert_arg(i64, first + k)) for k in range(size))
         if not isinstance(values, Sequence):
             raise TypeError(f"define_vector: expected a list of ints/Scalars or a size, got {type(values).__name__}")
+        for k, v in enumerate(values):
+            if not isinstance(v, Scalar) and static_int(v, f"define_vector: values[{k}]") < -1:
+                raise ValueError(f"define_vector: values[{k}] = {v} is neither -1 (symbolic: reshape infers it), 0 "
+                                 "(an empty dim), 1 (a broadcast dim) nor a static extent > 1")
         return Vector(self._scalar(v if isinstance(v, Scalar) else static_int(v, f"define_vector: values[{k}]"), i64)
                       for k, v in enumerate(values))
 
@@ -245,6 +249,9 @@ class FusionBuilder:
         written after every output is computed); as in nvFuser, such an output is not returned
         by `execute`, and the input, if it is an output too, is returned updated."""
         t = output
+        if not isinstance(t, (Tensor, Scalar)):
+            raise TypeError(f"add_output #{len(self._outputs)}: expected a Tensor or Scalar of this fusion, got "
+                            f"{type(t).__name__}")
         if alias_input is not None and not isinstance(alias_input, Tensor):
             if stride_order is not None:
                 raise TypeError(f"add_output #{len(self._outputs)}: got a stride order twice ({alias_input!r} in "
@@ -434,5 +441,17 @@ _DEFINE_LOCK = threading.Lock()
 
 ALIAS_INPUT = "fuser.alias_input"
 """Result attribute: the argument index whose buffer this output is written into (alias_input)."""
+
+
+def _report_errors_at_the_frontend() -> None:
+    """The definition entry points raise fuser's error classes, RuntimeErrors as nvFuser's
+    (fuser_dialect/errors.py); leaving the `with` block too (a verifier's error among them)."""
+    for name in ("define_tensor", "from_pytorch", "define_vector", "define_scalar", "add_output"):
+        setattr(FusionBuilder, name, reports_errors(getattr(FusionBuilder, name)))
+    for name in ("__exit__", "_define_by_subclass"):
+        setattr(FusionBuilder, name, reports_errors(getattr(FusionBuilder, name), name=""))
+
+
+_report_errors_at_the_frontend()
 
 __all__ = ["FusionBuilder", "DataType", "Tensor", "Scalar", "Vector", "HINT_ORDER", "ALIAS_INPUT"]

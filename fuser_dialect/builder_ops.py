@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import Float64Type, IntegerAttr, i1, i32, i64
+from xdsl.dialects.builtin import Float64Type, FloatAttr, IntegerAttr, i1, i32, i64
 from xdsl.ir import Operation, SSAValue
 
 from fuser_dialect import shape_rules as rules
+from fuser_dialect.errors import reports_errors
 from fuser_dialect.values import Scalar, Tensor, Vector, static_int
 from fuser_dialect.builder_composite import CompositeOps
 from fuser_dialect.builder_norm import NormOps
@@ -112,6 +114,79 @@ def _complex_scalars(*values: object) -> bool:
     return any(isinstance(v, complex) or (isinstance(v, Scalar) and v.zero_dim is not None) for v in values)
 
 
+def _check_condition(cond: object) -> None:
+    """where's condition is a Bool tensor or scalar (nvFuser's and torch's rule: a float or an
+    integer condition is refused, not compared with 0)."""
+    if isinstance(cond, (Tensor, Scalar)):
+        dtype = cond.type.dtype if isinstance(cond, Tensor) else cond.dtype
+        if dtype != "i1":
+            shown = cond.type.describe() if isinstance(cond, Tensor) else f"a {dtype} Scalar"
+            raise TypeError(f"where: the condition must be of DataType Bool, got {shown}; compare it first "
+                            "(e.g. fd.ops.ne(cond, 0))")
+    elif not isinstance(cond, (bool, np.bool_)):
+        raise TypeError(f"where: the condition must be a Bool tensor, Scalar or bool, got {cond!r}")
+
+
+def _check_iota_value(what: str, value: object, dtype: DataType) -> None:
+    """iota's start and step, as nvFuser checks them: real numbers of the dtype's kind (an
+    integer dtype takes integers; a floating one integers or floats), finite, and a step not 0."""
+    if value is None:
+        return
+    integer = dtype.value in ("i64", "i32")
+    if isinstance(value, Scalar):
+        kind = value.dtype
+        if kind in COMPLEX_DTYPES or kind == "i1" or (integer and kind not in INT_RANK):
+            raise TypeError(f"iota: {what} is a {kind} Scalar, which does not match dtype {dtype.name} "
+                            f"(expected {'an integer' if integer else 'a real number'})")
+        value = _constant(value)
+        if value is None:
+            return
+    elif isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"iota: {what} = {value!r} does not match dtype {dtype.name} "
+                        f"(expected {'an integer' if integer else 'a real number'})")
+    elif integer and not isinstance(value, (int, np.integer)):
+        raise TypeError(f"iota: {what} = {value!r} is a float, which does not match dtype {dtype.name} "
+                        "(expected an integer)")
+    if not np.isfinite(value):
+        raise ValueError(f"iota: {what} = {value!r}: start and step must be finite numbers")
+    if what == "step" and value == 0:
+        raise ValueError(f"iota: step = {value!r}: the step must not be zero")
+
+
+def _constant(value: Scalar) -> int | float | None:
+    """The number a constant Scalar holds (None for an input or a computed Scalar)."""
+    owner = value.value.owner
+    if isinstance(owner, arith.ConstantOp):
+        attr = owner.value
+        return attr.value.data if isinstance(attr, (IntegerAttr, FloatAttr)) else None
+    return None
+
+
+def _pad_value(arg: Tensor, value: object) -> object:
+    """The pad value, checked as nvFuser checks it (its dtype of the tensor's kind) where a value
+    would be lost: a complex value pads a complex tensor only, and a complex tensor takes no real
+    float value. fuser also takes an integer for a complex tensor (exact), and, as torch, a
+    number of another kind for a real tensor (cast as the tensor's dtype: a float truncated for
+    an integer tensor, nonzero is True for a Bool one). None is 0."""
+    if value is None:
+        return 0
+    dtype = arg.type.dtype
+    complex_value = isinstance(value, (complex, np.complexfloating)) or (
+        isinstance(value, Scalar) and value.dtype in COMPLEX_DTYPES)
+    kind = value.dtype if isinstance(value, Scalar) else type(value).__name__
+    if complex_value and dtype not in COMPLEX_DTYPES:
+        raise TypeError(f"pad: the pad value {value!r} is complex but the tensor {arg.type.describe()} is not; the "
+                        "tensor and the pad value must have the same kind of dtype")
+    float_value = isinstance(value, (float, np.floating)) or (isinstance(value, Scalar) and value.dtype in FLOAT_RANK)
+    if float_value and dtype in COMPLEX_DTYPES:
+        raise TypeError(f"pad: the pad value {value!r} ({kind}) is a real floating-point number but the tensor "
+                        f"{arg.type.describe()} is complex; the tensor and the pad value must have the same kind of "
+                        "dtype (give a complex value, e.g. complex(v, 0))")
+    if isinstance(value, (complex, np.complexfloating)) and value.imag == 0:
+        return value.real  # a real fill is the same value, and needs no complex scalar
+    return value
+
+
 def _is_size_of(e: object, arg: Tensor, dim: int) -> bool:
     """Whether `e` is `fuser.dim` of `arg` at `dim` (the dim's own extent)."""
     owner = e.value.owner if isinstance(e, Scalar) else None
@@ -128,6 +203,7 @@ def _expanded_dims(arg: Tensor, axes: Sequence[int]) -> list[int]:
 
 
 def _norm_dim(op: str, d: int, rank: int) -> int:
+    d = static_int(d, f"{op}: dim")
     if not -rank <= d < max(rank, 1):
         raise ValueError(f"{op}: dim {d} is out of range for a tensor of rank {rank}")
     return d % rank if rank else 0
@@ -144,7 +220,9 @@ def _reduced_dims(op: str, dims: object, dim: object) -> object:
 
 
 def _norm_dims(op: str, dims: int | Sequence[int], rank: int) -> list[int]:
-    dims = [dims] if isinstance(dims, int) else list(dims)
+    if isinstance(dims, (str, bytes)) or not isinstance(dims, (int, np.integer, Sequence)):
+        raise TypeError(f"{op}: dims must be an int or a list of ints, got {dims!r}")
+    dims = [dims] if isinstance(dims, (int, np.integer)) else list(dims)
     return sorted(_norm_dim(op, d, rank) for d in dims)
 
 
@@ -161,13 +239,19 @@ class Ops(CompositeOps, NormOps):
             raise TypeError(f"{what} must be a Tensor, got {type(x).__name__}")
         return x
 
-    def _extent(self, e: int | Scalar) -> tuple[int, SSAValue | None]:
+    def _extent(self, e: int | Scalar, what: str = "extent") -> tuple[int, SSAValue | None]:
         """(static dim or DYNAMIC, SSA extent or None) of a shape entry. A constant Scalar is
-        folded as nvFuser does: a constant 1 is a broadcast dim, another a static extent."""
+        folded as nvFuser does: a constant 1 is a broadcast dim, another a static extent. A
+        negative constant is refused, as nvFuser refuses it (-1 and -2 would otherwise read as
+        fuser's own markers of a dynamic and a broadcast dim)."""
         e = _folded(e)
         if isinstance(e, Scalar):
             return DYNAMIC, self.fd._scalar(e, i64).value
-        return (BROADCAST if e == 1 else static_int(e, "extent")), None
+        n = static_int(e, what)
+        if n < 0:
+            raise ValueError(f"{what} = {n} is not an extent: an extent is an int >= 0 (0 an empty dim, 1 a broadcast "
+                             "dim, > 1 a static extent) or an Int Scalar")
+        return (BROADCAST if n == 1 else n), None
 
     def _int(self, v: int | Scalar, what: str = "value") -> int | SSAValue:
         """A static int, or an i64 SSA value (i32/bool Scalars are widened)."""
@@ -241,8 +325,12 @@ class Ops(CompositeOps, NormOps):
         return dtype, operands
 
     def _to_rank(self, t: Tensor, rank: int) -> Tensor:
-        """A 0-d tensor broadcast to `rank` (as torch broadcasts it against any tensor)."""
-        return self.broadcast(t, [True] * rank) if t.ndim == 0 and rank else t
+        """`t` broadcast on the left to `rank`: new broadcast dims before its own, as numpy, torch
+        and nvFuser's elementwise ops align a lower-rank operand with the trailing dims (a 0-d
+        tensor broadcasts against anything). The broadcast is an op of its own: the IR of an
+        elementwise op always has operands of one rank."""
+        missing = rank - t.ndim
+        return self.broadcast(t, [True] * missing + [False] * t.ndim) if missing > 0 else t
 
     def _binary(self, kind: BinaryKind, a: object, b: object) -> Tensor:
         if not isinstance(a, Tensor) and not isinstance(b, Tensor) and _complex_scalars(a, b):
@@ -257,14 +345,13 @@ class Ops(CompositeOps, NormOps):
         return self._emit(BinaryOp(kind, lhs, rhs, out))
 
     def where(self, cond: object, x: object, y: object) -> Tensor:
+        _check_condition(cond)
         if _complex_scalars(cond, x, y):  # as Scalars promote, then computed on 0-d tensors
             dtype = _common_dtype([x, y])
             result = self.where(self._zero_dim(cond), *(self._zero_dim(v, dtype) for v in (x, y)))
             return result if any(isinstance(v, Tensor) for v in (cond, x, y)) else self._as_scalar(result)
         if not any(isinstance(v, Tensor) for v in (cond, x, y)):
             return ScalarBuilder(self.fd).where(*_with_a_scalar("where", cond, x, y))
-        if isinstance(cond, Tensor) and cond.type.dtype != "i1":
-            cond = self.ne(cond, 0)
         if isinstance(cond, Tensor):
             rank = max(v.ndim for v in (cond, x, y) if isinstance(v, Tensor))
             cond_value = self._to_rank(cond, rank).value
@@ -398,6 +485,7 @@ class Ops(CompositeOps, NormOps):
         arg = self._tensor(arg, "expand: arg")
         if len(shape) != arg.ndim:
             raise ValueError(f"expand: shape {list(shape)} has {len(shape)} entries for a tensor of rank {arg.ndim}")
+        arg = self._mark_expanded_ones(arg, shape)
         dims, extents, changed = [], [], False
         for d, (have, want) in enumerate(zip(arg.type.shape, shape)):
             want = _folded(want)
@@ -416,6 +504,19 @@ class Ops(CompositeOps, NormOps):
             return arg
         rules.expand("fuser.expand", arg.type, dims)
         return self._emit(ExpandOp(arg.value, extents, TensorType(arg.type.dtype, dims)))
+
+    def _mark_expanded_ones(self, arg: Tensor, shape: Sequence[int | Scalar]) -> Tensor:
+        """`arg` with each static extent-1 dim that `shape` widens made a broadcast dim (squeezed,
+        then broadcast again), as torch and nvFuser expand any extent-1 dim: a slice [0:1] or a
+        reshape to 1 gives such a dim, and only broadcast dims expand in the IR."""
+        ones = []
+        for d, (have, want) in enumerate(zip(arg.type.shape, shape)):
+            want = _folded(want)
+            if have == 1 and not _is_size_of(want, arg, d) and not (isinstance(want, int) and want in (-1, 1)):
+                ones.append(d)
+        if not ones:
+            return arg
+        return self.broadcast(self.squeeze(arg, ones), [d in ones for d in range(arg.ndim)])
 
     def squeeze(self, arg: Tensor, dims: int | Sequence[int], squeeze_expanded: bool = False) -> Tensor:
         """Removes extent-1 dims. An expanded broadcast dim (the result of expand) is squeezed
@@ -449,8 +550,8 @@ class Ops(CompositeOps, NormOps):
         if any(not isinstance(e, Scalar) and e == -1 for e in entries):
             entries = self._infer_reshape_dim(arg, entries)
         dims, extents = [], []
-        for e in entries:
-            d, v = self._extent(e)
+        for i, e in enumerate(entries):
+            d, v = self._extent(e, f"reshape: new_shape[{i}]")
             dims.append(d)
             if v is not None:
                 extents.append(v)
@@ -494,12 +595,28 @@ class Ops(CompositeOps, NormOps):
             widths[2 * d + 1] = self._int(pad_widths[2 * k + 1], f"pad width #{2 * k + 1}")
         static = [DYNAMIC_ENTRY if isinstance(w, SSAValue) else w for w in widths]
         dims = rules.pad("fuser.pad", arg.type, static)
-        fill = self._fill(0 if value is None else value, arg.type.dtype)
+        value = _pad_value(arg, value)
+        if _complex_scalars(value):  # kernels take no complex scalar: pad with 0, then pick the value outside
+            return self._pad_complex(arg, pad_widths, value)
+        fill = self._fill(value, arg.type.dtype)
         return self._emit(PadOp(arg.value, widths, fill.value, TensorType(arg.type.dtype, dims)))
 
-    def slice(self, arg: Tensor, start_indices, end_indices, strides=None, manual_normalization=False) -> Tensor:
-        """torch's slicing per dim (negative bounds count from the end, bounds are clamped).
-        manual_normalization=True promises normalized bounds (fuser_dialect/builder_resize.py)."""
+    def _pad_complex(self, arg: Tensor, pad_widths: Sequence[int | Scalar], value: object) -> Tensor:
+        """pad of a complex tensor with a complex value: where(inside, pad(arg, 0), value), where
+        `inside` is a pad of an all-True tensor shaped like arg with False."""
+        inside = self.pad(self.full(self.shape(arg), True, DataType.Bool), pad_widths, False)
+        return self.where(inside, self.pad(arg, pad_widths, 0), value)
+
+    def slice(self, arg: Tensor, start_indices, end_indices, strides=None, manual_normalization=False, *,
+              python_slicing: bool = False) -> Tensor:
+        """nvFuser's slice: per dim [start, end) with step 1; an end past the extent is clamped
+        to it. As nvFuser, a constant start < 0, a constant end before a constant start and a
+        stride other than 1 are refused (fuser_dialect/builder_resize.py check_nvfuser_bounds).
+        manual_normalization=True promises normalized bounds (builder_resize.check_normalized).
+
+        python_slicing=True (fuser's own) takes Python's rules instead: negative bounds count
+        from the end, bounds are clamped, an end before the start gives an empty dim, and any
+        step >= 1 is taken (x[start:end:step] for each dim)."""
         arg = self._tensor(arg, "slice: arg")
         n = arg.ndim
         strides = list(strides) if strides is not None else [1] * n
@@ -511,8 +628,11 @@ class Ops(CompositeOps, NormOps):
         bounds: list[int | SSAValue] = []
         for s, e in zip(start_indices, end_indices):
             bounds += [self._int(s, "slice start"), self._int(e, "slice end")]
+        strides = [static_int(st, f"slice: strides[{d}]") for d, st in enumerate(strides)]
         if manual_normalization:
             builder_resize.check_normalized(arg, bounds[0::2], bounds[1::2])
+        if not python_slicing:
+            builder_resize.check_nvfuser_bounds(arg, bounds[0::2], bounds[1::2], strides)
         static = [DYNAMIC_ENTRY if isinstance(b, SSAValue) else b for b in bounds]
         dims = rules.slice_("fuser.slice", arg.type, static, strides)
         return self._emit(SliceOp(arg.value, bounds, strides, TensorType(arg.type.dtype, dims)))
@@ -531,6 +651,8 @@ class Ops(CompositeOps, NormOps):
         tensors = [self.cast(t, DataType(dtype)) for t in tensors]
         axis = _norm_dim("fuser.cat", dim, tensors[0].ndim)
         dims = rules.cat("fuser.cat", [t.type for t in tensors], axis)
+        if len(tensors) == 1:  # the cat of one tensor is that tensor: a copy of it (as torch.cat's result)
+            return self.set(tensors[0])
         return self._emit(CatOp([t.value for t in tensors], axis, TensorType(dtype, dims)))
 
     # -- gather family ------------------------------------------------------------
@@ -628,8 +750,16 @@ class Ops(CompositeOps, NormOps):
         dtype = DataType(dtype)
         if dtype.real_dtype("iota: dtype") in FP8_DTYPES + COMPLEX_DTYPES:
             raise TypeError(f"iota: dtype must be an integer or floating-point dtype, got {dtype.name}")
+        integer = dtype.value in ("i64", "i32")
+        if isinstance(length, Scalar):
+            if length.dtype not in ("i64", "i32"):
+                raise TypeError(f"iota: length must be an integer, got a {length.dtype} Scalar")
+        elif static_int(length, "iota: length") < 0:
+            raise ValueError(f"iota: length {length} is negative")
+        for what, value in (("start", start), ("step", step)):
+            _check_iota_value(what, value, dtype)
         length_v = self.fd._scalar(length, i64)
-        scalar_t = i64 if dtype.value in ("i64", "i32") else Float64Type()
+        scalar_t = i64 if integer else Float64Type()
         start_v = self.fd._scalar(0 if start is None else start, scalar_t)
         step_v = self.fd._scalar(1 if step is None else step, scalar_t)
         extent = DYNAMIC if isinstance(length, Scalar) else static_int(length, "iota length")
@@ -639,8 +769,8 @@ class Ops(CompositeOps, NormOps):
         dtype = DataType(dtype)
         dtype.real_dtype("full: dtype")
         dims, extents = [], []
-        for e in shape:
-            d, v = self._extent(e)
+        for i, e in enumerate(shape):
+            d, v = self._extent(e, f"full: shape[{i}]")
             dims.append(d)
             if v is not None:
                 extents.append(v)
@@ -654,6 +784,9 @@ class Ops(CompositeOps, NormOps):
         """The fill value of a pad or full of `dtype`, converted as nvFuser casts it: a float
         Scalar for an integer tensor truncates, exactly as the Python float it was defined from."""
         target = _scalar_type(dtype)
+        if not isinstance(value, Scalar) and (isinstance(value, (str, bytes)) or not isinstance(
+                value, (bool, int, float, np.bool_, np.number))):
+            raise TypeError(f"the fill value must be a number or a Scalar, got {value!r}")
         if isinstance(value, Scalar) and target == i64 and value.dtype not in INT_RANK:
             value = self.fd.scalars.cast(value, DataType.Int)
         return self.fd._scalar(value, target)
@@ -842,3 +975,15 @@ for _kind in UnaryKind:
     setattr(Ops, str(_kind), _make_unary(_kind))
 for _kind in BinaryKind:
     setattr(Ops, str(_kind), _make_binary(_kind))
+
+
+def _report_errors_at_the_frontend() -> None:
+    """Every public `fd.ops` method raises fuser's error classes, RuntimeErrors as nvFuser's
+    (fuser_dialect/errors.py): wrapped once here, after the generated ones are attached."""
+    for name in dir(Ops):
+        method = getattr(Ops, name)
+        if not name.startswith("_") and callable(method):
+            setattr(Ops, name, reports_errors(method, name, builder=lambda ops: ops.fd))
+
+
+_report_errors_at_the_frontend()

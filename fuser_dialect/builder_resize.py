@@ -2,6 +2,9 @@
 `cat(..., manual_padding=)`. Both tell nvFuser that the caller already did part of the op's
 work; fuser's ops give the same results without that help, so the flags only add checks.
 
+- without either flag, the bounds follow nvFuser's rules (check_nvfuser_bounds): constant starts
+  >= 0, constant ends >= their constant starts, strides 1. fuser's `python_slicing=True` takes
+  Python's rules instead (negative bounds from the end, clamping, empty slices, any step >= 1).
 - manual_normalization=True: the bounds are already normalized (0 <= start <= stop <= extent),
   so nvFuser skips turning negative or out-of-range bounds into torch's meaning. fuser's slice
   always normalizes, which is the identity on such bounds; static bounds that are not
@@ -32,6 +35,22 @@ def check_normalized(arg: Tensor, starts: Sequence[object], stops: Sequence[obje
         if isinstance(stop, int) and extent is not None and not 0 <= stop <= extent:
             raise ValueError(f"slice(manual_normalization=True): dim {d} stops at {stop}, outside [0, {extent}] "
                              f"(the extent of {arg.type.describe()})")
+
+
+def check_nvfuser_bounds(arg: Tensor, starts: Sequence[object], stops: Sequence[object], steps: Sequence[int]) -> None:
+    """Raises where nvFuser's slice refuses the bounds: a constant start below 0, a constant end
+    below a constant start, a step other than 1 (what `slice(python_slicing=True)` takes)."""
+    for d, (start, stop, step) in enumerate(zip(starts, stops, steps)):
+        if isinstance(start, int) and start < 0:
+            raise ValueError(f"slice: dim {d} of {arg.type.describe()} starts at {start}; start_indices must be >= 0 "
+                             "(as nvFuser's; python_slicing=True counts a negative start from the end)")
+        if isinstance(start, int) and isinstance(stop, int) and stop < start:
+            raise ValueError(f"slice: dim {d} of {arg.type.describe()} ends at {stop}, before its start {start}; "
+                             "end_indices must be >= start_indices (as nvFuser's; python_slicing=True takes Python's "
+                             "rules: negative bounds from the end, an empty dim where the end comes first)")
+        if step != 1:
+            raise ValueError(f"slice: dim {d} of {arg.type.describe()} has stride {step}; strides must be 1 (as "
+                             "nvFuser's; python_slicing=True takes any step >= 1)")
 
 
 def padded_sources(tensors: Sequence[Tensor], axis: int) -> list[Tensor]:

@@ -49,6 +49,7 @@ from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import IntegerAttr, IntegerType
 from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
 
+from fuser_dialect.errors import FuserValueError
 from fuser_dialect.inputs import check_shape
 from fuser_dialect.op_table import DimTie, dim_ties, extent_planner, op_title
 from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType
@@ -62,9 +63,10 @@ TO_THE_END = 2**62
 """A static slice stop at least this large means "to the end of the dim"."""
 
 
-class ExtentError(ValueError):
+class ExtentError(FuserValueError):
     """Extents or scalar values that cannot run: mismatched extents, a pad that crops more
-    than the extent, a missing scalar value that an extent depends on."""
+    than the extent, a missing scalar value that an extent depends on. A ValueError and, as
+    every error fuser raises on purpose, a RuntimeError (fuser_dialect/errors.py)."""
 
 
 # --- records --------------------------------------------------------------------------

@@ -636,12 +636,28 @@ def _is_int(a: np.ndarray) -> bool:
     return a.dtype.kind in "iub"
 
 
+def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """np.power, but integer powers with a negative exponent as torch computes them (numpy
+    refuses them): 1 for a base of 1, -1 or 1 for a base of -1 (odd or even exponent), else 0
+    (the integer part of 1 / base**|exponent|; 0 for a base of 0 too). Overflow wraps."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind not in "iu" or b.dtype.kind not in "iu":
+        return np.power(a, b)
+    negative = b < 0
+    if not np.any(negative):
+        return np.power(a, b)
+    powered = np.power(a, np.where(negative, 0, b).astype(b.dtype))
+    one = np.ones((), a.dtype)
+    inverse = np.where(a == 1, one, np.where(a == -1, np.where(b % 2 == 1, -one, one), 0 * one))
+    return np.where(negative, inverse, powered).astype(a.dtype)
+
+
 BINARY: dict[BinaryKind, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     BinaryKind.ADD: np.add,
     BinaryKind.SUB: np.subtract,
     BinaryKind.MUL: np.multiply,
     BinaryKind.DIV: lambda a, b: _int_div(a, b) if _is_int(a) else np.divide(a, b),
-    BinaryKind.POW: np.power,
+    BinaryKind.POW: _pow,
     BinaryKind.FMOD: lambda a, b: _int_fmod(a, b) if _is_int(a) else np.fmod(a, b),
     BinaryKind.MAXIMUM: np.maximum,
     BinaryKind.MINIMUM: np.minimum,

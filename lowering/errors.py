@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from fuser_dialect.errors import FuserError, FuserIndexError, FuserTypeError, FuserValueError
 
-class FuserError(Exception):
-    """Base class of every error fuser raises on purpose."""
+# FuserError (fuser_dialect/errors.py) is the base of every error fuser raises on purpose: a
+# RuntimeError, as nvFuser's errors are, so `except RuntimeError` catches each of them.
 
 
 def number_lines(source: str) -> str:
@@ -83,3 +84,7 @@ class IndexRangeError(FuserError, IndexError):
         self.dim = dim
         self.index = index
         self.extent = extent
+
+
+__all__ = ["FuserError", "FuserValueError", "FuserTypeError", "FuserIndexError", "CompileError", "LaunchError",
+           "RaceError", "MemcheckError", "IndexRangeError", "number_lines"]

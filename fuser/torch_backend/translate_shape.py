@@ -117,7 +117,7 @@ def _slice(tx, x, dim: int, start, end):
     ends[dim] = _bound(tx, x, dim, end, ends[dim])
     if isinstance(starts[dim], int) and starts[dim] == 0 and ends[dim] is tx.extent(x, dim):
         return x
-    return tx.ops.slice(x, starts, ends)
+    return tx.ops.slice(x, starts, ends, python_slicing=True)  # torch's rules (an empty x[5:2] too)
 
 
 @translates(aten.slice.Tensor, check=_unit_step)

@@ -189,7 +189,7 @@ class _TorchOps:
             view[out_dim] = a.shape[d]
         return a.reshape(view).expand(shape)
 
-    def slice(self, a, start_indices, end_indices, strides=None, manual_normalization=False):
+    def slice(self, a, start_indices, end_indices, strides=None, manual_normalization=False, python_slicing=False):
         strides = strides or [1] * len(start_indices)
         return a[tuple(slice(int(s), int(e), int(st)) for s, e, st in zip(start_indices, end_indices, strides))]
 

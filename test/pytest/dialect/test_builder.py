@@ -190,9 +190,12 @@ def test_where_with_tensor_and_scalar_branches():
     np.testing.assert_array_equal(got_s, [[X[i][j] if cond[i][j] else -1.0 for j in range(4)] for i in range(3)])
 
 
-def test_where_with_a_non_bool_condition_tests_nonzero():
+def test_where_with_a_non_bool_condition_is_refused_as_by_nvfuser():
+    """nvFuser (and torch) take a Bool condition only; a comparison says what was meant."""
     c = np.array([0, 2, -1], np.int64)
-    got = run1(lambda fd: fd.ops.where(fd.define_tensor([-1], dtype=DataType.Int), 1.0, 0.0), c)
+    with pytest.raises(TypeError, match=r"where: the condition must be of DataType Bool, got i64\[\?\]"):
+        run1(lambda fd: fd.ops.where(fd.define_tensor([-1], dtype=DataType.Int), 1.0, 0.0), c)
+    got = run1(lambda fd: fd.ops.where(fd.ops.ne(fd.define_tensor([-1], dtype=DataType.Int), 0), 1.0, 0.0), c)
     assert got.tolist() == [0.0, 1.0, 1.0]
 
 
@@ -433,9 +436,14 @@ def test_pad_hypothesis_matches_f_pad_and_the_static_shape_rule(shape, widths):
 
 
 def test_slice_negative_and_out_of_range_bounds_follow_python():
+    """With python_slicing=True (fuser's own; nvFuser's rules refuse these bounds)."""
     x = np.arange(10, dtype=np.float32)
-    got = run(lambda fd: (lambda t: (fd.ops.slice(t, [-3], [100]), fd.ops.slice(t, [2], [-2], [3]),
-                                     fd.ops.slice(t, [-100], [3]), fd.ops.slice(t, [7], [2])))(fd.define_tensor([-1])),
+
+    def py(fd, t, *bounds):
+        return fd.ops.slice(t, *bounds, python_slicing=True)
+
+    got = run(lambda fd: (lambda t: (py(fd, t, [-3], [100]), py(fd, t, [2], [-2], [3]),
+                                     py(fd, t, [-100], [3]), py(fd, t, [7], [2])))(fd.define_tensor([-1])),
               [x])[1]
     xs = x.tolist()
     assert [g.tolist() for g in got] == [xs[-3:100], xs[2:-2:3], xs[-100:3], xs[7:2]]
@@ -453,7 +461,7 @@ def test_slice_hypothesis_matches_python_slicing(extent, start, stop, step, stat
     x = np.arange(extent * 2, dtype=np.float32).reshape(extent, 2)
     dims = [extent if extent > 1 else 1, 2] if static else [-1, -1]
     with FusionDefinition() as fd:
-        out = fd.ops.slice(fd.define_tensor(dims), [start, 0], [stop, 2], [step, 1])
+        out = fd.ops.slice(fd.define_tensor(dims), [start, 0], [stop, 2], [step, 1], python_slicing=True)
         fd.add_output(out)
     (got,) = fd.execute([x], backend="reference")
     want = [row for row in x.tolist()[start:stop:step]]
@@ -467,7 +475,7 @@ def test_slice_with_runtime_bounds():
 
     def build(fd):
         t, s, e = fd.define_tensor([-1]), fd.define_scalar(dtype=DataType.Int), fd.define_scalar(dtype=DataType.Int)
-        return fd.ops.slice(t, [s], [e], [2])
+        return fd.ops.slice(t, [s], [e], [2], python_slicing=True)
 
     with FusionDefinition() as fd:
         fd.add_output(build(fd))
@@ -723,7 +731,7 @@ def rich_fusion():
         lse = fd.ops.log(fd.ops.sum(e, [1], keepdim=True)) + m
         picked = fd.ops.take_along_axis(xf, lab, 1)
         padded = fd.ops.pad(xf, [w, -1], 0.0)
-        sliced = fd.ops.slice(xf, [0, -3], [-1, 8], [2, 1])
+        sliced = fd.ops.slice(xf, [0, -3], [-1, 8], [2, 1], python_slicing=True)
         cat = fd.ops.cat([xf, xf], 1)
         iota = fd.ops.iota(x.size(0))
         fd.add_output(lse - picked, stride_order=[0, 1])

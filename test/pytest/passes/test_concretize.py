@@ -250,7 +250,7 @@ def _build_chain(steps, params):
                 starts, stops = [0, 0], [t.size(0), t.size(1)]
                 starts[dim] = abs(a)
                 stops[dim] = t.size(dim) + b if step == "slice_dim" else b if b > 0 else t.size(dim)
-                t = fd.ops.slice(t, starts, stops)
+                t = fd.ops.slice(t, starts, stops, python_slicing=True)
             elif step == "cat":
                 t = fd.ops.cat([t, fd.ops.neg(t)], dim)
             elif step == "cat_slices":  # extents min(|a|, n) + min(|b|, n): sometimes exactly 1
@@ -318,7 +318,7 @@ def test_evaluate_extents_shapes_scalars_and_resize_facts():
 def test_evaluate_extents_normalizes_slice_bounds():
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[-1, -1])
-        fd.add_output(fd.ops.slice(x, [-3, 0], [100, x.size(1)]))
+        fd.add_output(fd.ops.slice(x, [-3, 0], [100, x.size(1)], python_slicing=True))
     rt = evaluate_extents(fd.fusion, [(5, 2)], [None])
     (s,) = rt.resizes
     assert s.resized_dims == (0,)  # dim 1 is statically whole: not resized

@@ -244,16 +244,24 @@ def test_pad_widths_and_fill_values_are_part_of_the_cache_key(backend):
 @ports("test_slice_error_checks")
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_slice_bounds_and_rank_checks(backend):
-    """Direct nvFuser and fuser normalise bounds as Python does (the legacy frontend refused
-    negative starts, ends before starts and strides other than 1): only rank mismatches fail."""
+    """As nvFuser's direct frontend: a negative start, an end before its start and a stride other
+    than 1 are refused (RuntimeErrors, and ValueErrors), as are rank mismatches; bounds without
+    strides and legal ones run. fuser's python_slicing=True takes Python's rules for the first three."""
     for x in (randn(10, 10), randn(5, 5, seed=1)):
-        for start, end, stride in (([-1, -2], [5, 5], [7, 7]), ([3, 4], [1, 2], [1, 1]), ([0, 0], [5, 5], [5, 5]),
-                                   ([2, 2], [4, 4], None)):
-            check(lambda fd: fd.add_output(fd.ops.slice(fd.from_pytorch(x), start, end, stride)), [x], backend)
+        for start, end, stride, what in (([-1, -2], [5, 5], [7, 7], "dim 0 of f32.* starts at -1"),
+                                         ([3, 4], [1, 2], [1, 1], "dim 0 of f32.* ends at 1, before its start 3"),
+                                         ([0, 0], [5, 5], [5, 5], "dim 0 of f32.* has stride 5; strides must be 1")):
+            for error in (RuntimeError, ValueError):
+                with pytest.raises(error, match=what):
+                    define(lambda fd: fd.add_output(fd.ops.slice(fd.from_pytorch(x), start, end, stride)))
+            check(lambda fd: fd.add_output(fd.ops.slice(fd.from_pytorch(x), start, end, stride, python_slicing=True)),
+                  [x], backend)
+        for start, end in (([2, 2], [4, 4]), ([6, 6], [8, 8])):
+            check(lambda fd: fd.add_output(fd.ops.slice(fd.from_pytorch(x), start, end)), [x], backend)
         for start, end, stride, what in (([0] * 3, [4] * 3, [1] * 3, "3 starts, 3 ends and 3 strides for a tensor of rank 2"),
                                          ([0] * 3, [4] * 2, [1] * 2, "3 starts, 2 ends"),
                                          ([0] * 2, [4] * 2, [1] * 3, "2 ends and 3 strides")):
-            with pytest.raises(ValueError, match=what):
+            with pytest.raises(RuntimeError, match=what):
                 define(lambda fd: fd.add_output(fd.ops.slice(fd.from_pytorch(x), start, end, stride)))
 
 
