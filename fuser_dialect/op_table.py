@@ -187,8 +187,10 @@ def follow_ties(rule: DimRule) -> LayoutRule:
 
 
 def same_position(op: Operation) -> list[DimLink]:
-    """Layout rule: every tensor operand's dim d lays out result dim d (also resized dims)."""
-    return follow_ties(same_dims)(op)
+    """Layout rule: every tensor operand's dim d lays out result dim d (also resized dims):
+    follow_ties(same_dims), without making the ties (it runs once per op of a fusion)."""
+    return [(k, d, d) for k, v in enumerate(op.operands) if isinstance(t := v.type, TensorType)
+            for d in range(t.rank)]
 
 
 def no_links(op: Operation) -> list[DimLink]:

@@ -50,11 +50,19 @@ def _labels_of(env: dict[SSAValue, Labels], value: SSAValue) -> Labels:
 def result_labels(op: Operation, env: dict[SSAValue, Labels]) -> Labels | None:
     """Labels of the op's (single tensor) result: each dim joins the labels of the operand
     dims its layout rule links it to (fuser_dialect.op_table); None when it has no tensor result."""
-    if len(op.results) != 1 or not isinstance(op.results[0].type, TensorType):
+    results = op.results
+    if len(results) != 1 or not isinstance(results[0].type, TensorType):
         return None
-    out = [_EMPTY] * op.results[0].type.rank
-    for operand, operand_dim, result_dim in layout_links(op):
-        out[result_dim] |= _labels_of(env, op.operands[operand])[operand_dim]
+    out = [_EMPTY] * results[0].type.rank
+    links = layout_links(op)
+    if links:
+        operands, labels = op.operands, {}  # each operand's labels looked up once
+        for operand, operand_dim, result_dim in links:
+            found = labels.get(operand)
+            if found is None:
+                found = labels[operand] = _labels_of(env, operands[operand])
+            joined, new = out[result_dim], found[operand_dim]
+            out[result_dim] = new if joined is _EMPTY or joined == new else joined | new
     return out
 
 

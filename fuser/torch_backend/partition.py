@@ -115,6 +115,7 @@ def partition_graph(gm: torch.fx.GraphModule, kind: str, execute_options: dict |
         report.regions.append(region_report)
         if region is not None:
             setattr(gm, attr, region)
+            gm.__dict__[attr] = region  # found before nn.Module.__getattr__ (~0.3 µs a call)
             continue
         for op in region_report.ops:  # refused: its ops run eagerly, and are counted so, once
             report.eager_ops[op] += 1
@@ -124,6 +125,31 @@ def partition_graph(gm: torch.fx.GraphModule, kind: str, execute_options: dict |
     report.build_s = time.perf_counter() - start
     log.info("%s", report.summary())
     return gm, report
+
+
+def single_region(gm: torch.fx.GraphModule) -> FusedRegion | None:
+    """The region of a partitioned graph that is nothing but one region: its placeholders passed
+    to it in order, its outputs the region's outputs in order (each once). Such a graph can be
+    replaced by the region itself (FusedRegion.boxed)."""
+    nodes = list(gm.graph.nodes)
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    calls = [n for n in nodes if n.op == "call_module"]
+    if len(calls) != 1 or not calls[0].target.startswith(REGION_PREFIX) or calls[0].kwargs:
+        return None
+    (call,) = calls
+    region = gm.__dict__.get(call.target)
+    if not isinstance(region, FusedRegion) or list(call.args) != placeholders:
+        return None
+    items = [n for n in nodes if n.op == "call_function"]
+    (output,) = [n for n in nodes if n.op == "output"]
+    if len(nodes) != len(placeholders) + 1 + len(items) + 1 or not isinstance(output.args[0], (tuple, list)):
+        return None
+    if len(region.plan.outputs) != len(items):
+        return None
+    for k, item in enumerate(items):
+        if item.target is not operator.getitem or item.args != (call, k) or item.kwargs:
+            return None
+    return region if list(output.args[0]) == items else None
 
 
 def _split_at_collectives(graph: torch.fx.Graph, partitions: list) -> list:

@@ -24,7 +24,7 @@ from torch._dynamo.backends.common import aot_autograd
 from fuser.torch_backend import cudagraphs
 from fuser.torch_backend.decompositions import fuser_decompositions
 from fuser.torch_backend.linear_cross_entropy import fuse_linear_cross_entropy, fused_linear_cross_entropy_enabled
-from fuser.torch_backend.partition import partition_graph
+from fuser.torch_backend.partition import partition_graph, single_region
 from fuser.torch_backend.report import GraphReport
 
 log = logging.getLogger("fuser.torch")
@@ -74,6 +74,9 @@ def _graph_compiler(kind: str, reports: list[GraphReport] | None, execute_option
         real_recompile = getattr(fused, "real_recompile", None)
         if real_recompile is not None:
             real_recompile()
+        region = single_region(fused) if graphs is None else None
+        if region is not None:  # the graph is one region: AOTAutograd calls it directly
+            return region.boxed()
         compiled = make_boxed_func(fused.forward)
         if graphs is None:
             return compiled

@@ -72,13 +72,6 @@ class FusedRegion(torch.nn.Module):
         """TensorCalls of this region's launch plans (lowering/execution/tensor_call.py), newest first."""
 
     def __call__(self, *args):  # skips nn.Module's hook machinery: this is called per step
-        return self.forward(*args)
-
-    def compile_for(self, args) -> None:
-        """Compiles the kernels a call with these arguments runs (partition time)."""
-        self.fd.compile_for(self._inputs(args), **self._placement(args))
-
-    def forward(self, *args):
         try:
             for call in self._tensor_calls:  # a launch plan's TensorCall: a guard, then its launches
                 outputs = call.run(args)
@@ -88,6 +81,44 @@ class FusedRegion(torch.nn.Module):
                     else:
                         self._record()
                     return outputs if call.order is not None else self._results(outputs, args)
+        except IndexRangeError as e:
+            raise self._as_eager(e, any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)) from None
+        return self._execute(args)
+
+    forward = __call__
+
+    def boxed(self):
+        """This region as the compiled graph of a graph that is nothing but it (its inputs in
+        order, its outputs returned as they are: partition.single_region), in AOTAutograd's boxed
+        convention (one list of arguments): the graph module's frame, its attribute lookup and
+        the copy of the output tuple are skipped. The same steps as `__call__`."""
+        region = self
+
+        def call(args):
+            try:
+                for tensor_call in region._tensor_calls:
+                    outputs = tensor_call.run(args)
+                    if outputs is not None:
+                        if tensor_call.kernel_names is region.recorded_names:
+                            region.stats.calls += 1
+                        else:
+                            region._record()
+                        return outputs if tensor_call.order is not None else region._results(outputs, args)
+            except IndexRangeError as e:
+                raise region._as_eager(e, any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)) from None
+            return region._execute(args)
+
+        call._boxed_call = True
+        return call
+
+    def compile_for(self, args) -> None:
+        """Compiles the kernels a call with these arguments runs (partition time)."""
+        self.fd.compile_for(self._inputs(args), **self._placement(args))
+
+    def _execute(self, args):
+        """A call no TensorCall of this region takes (the first call of a signature, or a plan
+        without one): through the fusion's executor, or fd.execute."""
+        try:
             if self._direct is None:
                 self._direct = self._can_run_direct(args)
             if self._direct:  # what fd.execute checks and decides per call was settled at the first call

@@ -11,10 +11,12 @@ loaded by an older driver (580 = CUDA 13.0), while a cubin can. No driver (a bui
 here): cubin. `compile_cuda` gives a cubin unless asked; the cuda backend decides per process.
 
 NVRTC gets `-minimal` (12.4+; no textures, device-side launches or runtime API types, which fuser
-never emits) and no include path until a source needs one: kernels without 16-bit floats include
-nothing (lowering/codegen/render.py). NVRTC's bundled headers are installed once per user and NVRTC
-version, under `$FUSER_SHARED_CACHE_DIR/nvrtc-include/<version>` (default `~/.cache/fuser`), shared by
-every FUSER_CACHE_DIR.
+never emits) and no include path until a source needs one: generated kernels include nothing (their
+16-bit and fp8 types are lowering/runtime/fuser_f16.h's, not cuda_fp16.h / cuda_bf16.h /
+cuda_fp8.h, which cost NVRTC 10-30 ms a program to parse). For a source that includes a toolkit
+header itself, NVRTC's bundled headers are installed once per user and NVRTC version, under
+`$FUSER_SHARED_CACHE_DIR/nvrtc-include/<version>` (default `~/.cache/fuser`), shared by every
+FUSER_CACHE_DIR.
 
 Results are memoised in process and stored by lowering.backends.disk_cache under `$FUSER_CACHE_DIR/cubin`
 (default `~/.cache/fuser/cubin`) as `<key>.cubin`, a plain cubin that `cuobjdump` can read, or

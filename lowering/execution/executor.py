@@ -28,6 +28,7 @@ from fuser.lowering.backends import Backend
 from fuser.lowering.execution.autotune import Autotuner
 from fuser.lowering.execution.cache import CacheInfo, FusionCache
 from fuser.lowering.execution.cache_key import make_key
+from fuser.lowering.gc_pause import paused_gc
 from fuser.lowering.execution.compiled import build_compiled_fusion
 from fuser.lowering.execution.gather_checks import IndexChecks
 from fuser.lowering.execution.launch import KernelRecord, Launcher
@@ -44,8 +45,9 @@ class FusionExecutor:
     def __init__(self, module: ModuleOp):
         self.module = module
         self.fusion = the_fusion(module)
-        self.plan = ExtentPlan(self.fusion)
-        self.index_checks = IndexChecks(self.fusion)
+        with paused_gc():  # walks of the whole fusion (lowering/gc_pause.py)
+            self.plan = ExtentPlan(self.fusion)
+            self.index_checks = IndexChecks(self.fusion)
         self.has_index_ops = bool(self.index_checks)
         self.tensor_args = argument_kinds(self.fusion)  # None: a random seed/offset, read per call
         self.signature = signature_function(self.tensor_args)
@@ -148,13 +150,14 @@ class FusionExecutor:
             for check, extent in index_checks:
                 check.check(checked, extent)
         key = make_key(self.plan, checked, backend.name, resize_extents, extents=source_extents)
-        compiled = self.cache.lookup_or_build(
-            key, lambda: build_compiled_fusion(self.module, shapes, scalars, backend, resize_extents)
-        )
-        extents = compiled.extent_plan.evaluate(shapes, scalars)
-        overrides = {**(tuned or {}), **self.schedule_overrides}
-        kernels, compiled_now = compiled.kernels_for(compiled.schedules(extents, checked, overrides),
-                                                     kernel_index_checks_enabled(disable))
+        with paused_gc():  # passes, segmentation, schedules, emission: no collection on the way
+            compiled = self.cache.lookup_or_build(
+                key, lambda: build_compiled_fusion(self.module, shapes, scalars, backend, resize_extents)
+            )
+            extents = compiled.extent_plan.evaluate(shapes, scalars)
+            overrides = {**(tuned or {}), **self.schedule_overrides}
+            kernels, compiled_now = compiled.kernels_for(compiled.schedules(extents, checked, overrides),
+                                                         kernel_index_checks_enabled(disable))
         with self._lock:
             if compiled_now:
                 self._compiles += 1

@@ -10,9 +10,10 @@ the original fusion's, intermediate values are named by segment and position."""
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from xdsl.dialects import func
@@ -26,6 +27,7 @@ from fuser_dialect.inputs import check_inputs
 from fuser_dialect.types import TensorType
 from fuser.lowering.backends import CPU, Backend
 from fuser.lowering.execution.compiled import build_compiled_fusion
+from fuser.lowering.gc_pause import paused_gc
 from fuser.passes.concretize import resize_extents_enabled
 
 
@@ -49,8 +51,14 @@ class Segment:
     """Per segment input (argument of `text`'s fusion), where it comes from."""
     outputs: list[list[int]]
     """Per segment output, the fusion output positions it is (empty: read by later segments only)."""
-    text: str
-    """The segment as fuser-dialect MLIR."""
+    source: tuple = field(default=(), repr=False, compare=False)
+    """(name, arguments, ops, outputs) of the concretized fusion that `text` prints."""
+
+    @functools.cached_property
+    def text(self) -> str:
+        """The segment as fuser-dialect MLIR: printed when first asked for (a 20,000-op
+        fusion's took 6 s to print, more than segmenting it)."""
+        return _fusion_text(*self.source)
 
     def __str__(self) -> str:
         ins = ", ".join(f"%arg{k} <- {o}" for k, o in enumerate(self.inputs)) or "none"
@@ -61,7 +69,8 @@ class Segment:
 
 
 class Segments(list):
-    """The segments of one fusion, in run order; prints them all."""
+    """The segments of one fusion, in run order; prints them all (each segment's text is made
+    when first printed or asked for)."""
 
     def __str__(self) -> str:
         return "\n".join(str(s) for s in self) if self else "no segments (the fusion computes no tensor)"
@@ -73,7 +82,8 @@ def segment_fusion(module: ModuleOp, inputs: Sequence[object], backend: Backend,
     checked = check_inputs(fusion, inputs)
     shapes, scalars = runtime_arguments(fusion, checked)
     kernel_backend = backend if backend.compiles else CPU  # only its name matters: nothing compiles
-    compiled = build_compiled_fusion(module, shapes, scalars, kernel_backend, resize_extents_enabled(disable))
+    with paused_gc():
+        compiled = build_compiled_fusion(module, shapes, scalars, kernel_backend, resize_extents_enabled(disable))
     concrete = compiled.fusion
     ret = concrete.body.block.last_op
     assert isinstance(ret, func.ReturnOp)
@@ -91,7 +101,7 @@ def segment_fusion(module: ModuleOp, inputs: Sequence[object], backend: Backend,
             split_reason=plan.split_reason,
             inputs=[Origin(None, a.index) if isinstance(a, BlockArgument) else produced[a] for a in args],
             outputs=[[p for p, r in enumerate(ret.arguments) if r == v] for v in plan.outputs],
-            text=_fusion_text(f"segment_{plan.index}", args, ops, plan.outputs),
+            source=(f"segment_{plan.index}", args, ops, list(plan.outputs)),
         ))
     return segments
 

@@ -13,11 +13,11 @@ EMU_HEADER_PATH = RUNTIME_DIR / "fuser_cpu_emu.h"
 RACECHECK_HEADER_PATH = RUNTIME_DIR / "fuser_cpu_racecheck.h"
 
 
-INLINED_HEADERS = {"fuser_philox.h": "FUSER_NEED_PHILOX"}
-"""Headers the prelude includes that `prelude()` pastes in as text, and the header macro that
-asks for each (lowering/codegen/cuda_exprs.py): the GPU compilers get no include path for this folder,
-and the CPU module cache keys on the source text. Without its macro a header's line is dropped,
-so a kernel that does not use it neither carries nor compiles its text."""
+INLINED_HEADERS = {"fuser_f16.h": ("FUSER_NEED_F16", "FUSER_NEED_FP8"), "fuser_philox.h": ("FUSER_NEED_PHILOX",)}
+"""Headers the prelude includes that `prelude()` pastes in as text, and the header macros that
+ask for each (any one of them; lowering/codegen/cuda_exprs.py): the GPU compilers get no include
+path for this folder, and the CPU module cache keys on the source text. Without its macros a
+header's line is dropped, so a kernel that does not use it neither carries nor compiles its text."""
 
 
 @lru_cache(maxsize=None)
@@ -25,8 +25,8 @@ def prelude(macros: frozenset[str] = frozenset()) -> str:
     """The text the emitter prepends to a kernel source with these header macros (read once per
     process and macro set)."""
     text = PRELUDE_PATH.read_text()
-    for name, macro in INLINED_HEADERS.items():
-        pasted = (RUNTIME_DIR / name).read_text() if macro in macros else ""
+    for name, wanted_by in INLINED_HEADERS.items():
+        pasted = (RUNTIME_DIR / name).read_text() if macros.intersection(wanted_by) else ""
         text = text.replace(f'#include "{name}"', pasted, 1)
     return text
 
@@ -35,4 +35,4 @@ def with_prelude(body: str) -> str:
     """`body` (kernels and FUSER_HOST_LAUNCHER lines) preceded by the prelude. A hand-written
     body may use anything, so it gets the 16-bit headers and every inlined header (generated
     kernels get them only when their dtypes and ops need them: lowering/codegen/render.py)."""
-    return "#define FUSER_NEED_F16\n" + prelude(frozenset(INLINED_HEADERS.values())) + "\n" + body
+    return "#define FUSER_NEED_F16\n" + prelude(frozenset({"FUSER_NEED_F16", "FUSER_NEED_PHILOX"})) + "\n" + body

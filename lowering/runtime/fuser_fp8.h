@@ -2,8 +2,8 @@
 //
 // Part of the support text of kernel sources (lowering/codegen/cuda_exprs.py SUPPORT), compiled only when
 // the source defines FUSER_NEED_FP8 (a kernel with fp8 values, lowering/codegen/render.py). The storage
-// types are cuda_fp8.h's __nv_fp8_e4m3 / __nv_fp8_e5m2 on the GPU (the prelude includes it) and
-// fuser_cpu_emu.h's one-byte emulation on the CPU; both hold the bits in `__x`.
+// types __nv_fp8_e4m3 / __nv_fp8_e5m2 are fuser_f16.h's on the GPU (cuda_fp8.h's layout; the
+// toolkit header is never included) and fuser_cpu_emu.h's on the CPU; both hold the bits in `__x`.
 //
 // Not cuda_fp8.h's conversions: they differ from torch. Its float -> fp8 turns every NaN into
 // +NaN (torch keeps the sign), and one saturation mode cannot serve both formats: torch saturates

@@ -4,11 +4,14 @@
 // (the default) move 16 bytes an access where the innermost extent allows (VEC).
 // RUN: fuser-opt %s --split-input-file -t 'cuda{aligned=false}' | filecheck %s
 // RUN: fuser-opt %s --split-input-file -t cuda | filecheck %s --check-prefix=VEC
-// With the prelude (what NVRTC / g++ compile): the access macros and the 16-bit headers.
+// With the prelude (what NVRTC / g++ compile): the access macros and fuser's own 16-bit types
+// (lowering/runtime/fuser_f16.h), no CUDA header.
 // RUN: fuser-opt %s --split-input-file -t 'cuda{prelude=true}' | filecheck %s --check-prefix=PRELUDE
 
 // PRELUDE:     // fuser_prelude.cuh
-// PRELUDE:     #include <cuda_bf16.h>
+// PRELUDE-NOT: #include <cuda_
+// PRELUDE:     FUSER_F16_TYPE(__nv_bfloat16, fuser_float_to_bf16_bits, fuser_bf16_bits_to_float)
+// PRELUDE-NOT: #include <cuda_
 // PRELUDE:     __device__ __forceinline__ T fuser_ld(const T* ptr, I idx)
 // PRELUDE:     __device__ __forceinline__ void fuser_st(T* ptr, I idx, typename fuser_identity<T>::type value)
 // PRELUDE:     extern "C" __global__ void __launch_bounds__(128) fuser_kernel_0_pointwise(

@@ -246,6 +246,45 @@ def test_a_cached_region_call_runs_few_python_functions_and_no_graph_module_mach
         sorted(entered)
 
 
+def test_a_graph_that_is_one_region_is_called_without_its_graph_module():
+    """AOTAutograd calls the region itself (FusedRegion.boxed, partition.single_region): no
+    GraphModule forward, no nn.Module attribute lookup, between its wrapper and the TensorCall;
+    a graph with eager ops around its region keeps its GraphModule."""
+    import collections
+
+    reports = []
+    fn = lambda x: (x * 2 + 1).relu()  # noqa: E731
+    compiled = torch.compile(fn, backend=make_backend(reports))
+    x = torch.randn(8)
+    compiled(x)
+    compiled(x)
+    entered = collections.Counter()
+
+    def count(frame, event, arg):
+        if event == "call":
+            entered[f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_code.co_name}"] += 1
+
+    sys.setprofile(count)
+    try:
+        out = compiled(x)
+    finally:
+        sys.setprofile(None)
+    torch.testing.assert_close(out, fn(x), **F32_TOL)
+    assert entered["runtime.py:call"] == 1 and any(n.startswith("<tensor call of") for n in entered), sorted(entered)
+    assert not any(n.startswith("<eval_with_key>") or n in ("module.py:__getattr__", "runtime.py:forward")
+                   for n in entered), sorted(entered)
+    assert reports[0].fusions[0].region.stats.calls == 3
+
+    def around(x):  # two regions with an eager op between them: the GraphModule stays
+        y = torch.exp(x) * 2 + 1
+        z = torch.special.i0(y)
+        return torch.tanh(z) - z * 0.5
+
+    reports.clear()
+    torch.testing.assert_close(torch.compile(around, backend=make_backend(reports))(x), around(x), **F32_TOL)
+    assert len(reports[0].fusions) == 2
+
+
 def test_dynamic_rope_passes_sizes_as_scalars():
     reports = []
     fn = lambda q, c, s: q * c + _rotate_half(q) * s  # noqa: E731
