@@ -4,6 +4,8 @@ Semantics, op by op, as the lowering must reproduce them:
 - f16/bf16 elementwise ops compute in f32 and round once to the result dtype;
   reductions of f16/bf16 accumulate in f32; f32 computes in f32, f64 in f64.
 - integer `div` truncates toward zero and `fmod` takes the dividend's sign (C semantics).
+- float -> integer casts are CUDA's (cvt.rzi, what torch gives on a GPU): toward zero,
+  saturating to the type's range, NaN -> 0 (`float_to_int`; numpy's astype gives INT_MIN).
 - maximum/minimum and max/min reductions propagate NaN (as torch does).
 - slice bounds follow torch (negative from the end, clamped); pad accepts negative widths
   (cropping, as F.pad); gather/take_along_axis/index_select reject out-of-range indices.
@@ -55,17 +57,30 @@ def result_dtype(op: Operation) -> str:
 
 
 def cast_array(x: Value, dtype: str) -> np.ndarray:
-    """Casts with the device's semantics: float->bool is `!= 0`, rounding is to nearest even."""
+    """Casts with the device's semantics: float->bool is `!= 0`, rounding is to nearest even,
+    float->integer is CUDA's (below)."""
     target = numpy_dtype(dtype)
     x = np.asarray(x)
     if dtype in FORMATS or is_fp8_array(x):  # fp8 rounds and saturates as torch does
         return to_fp8(x, dtype) if dtype in FORMATS else cast_array(from_fp8(x), dtype)
     if dtype == "i1":
         return x != 0
-    if x.dtype == numpy_dtype("bf16") and target.kind in "iu":
-        x = x.astype(np.float32)
+    if target.kind in "iu" and (x.dtype.kind == "f" or x.dtype == numpy_dtype("bf16")):
+        return float_to_int(x, target)
     with np.errstate(invalid="ignore", over="ignore"):
         return x.astype(target)
+
+
+def float_to_int(x: np.ndarray, target: np.dtype) -> np.ndarray:
+    """A float -> integer conversion as a CUDA kernel does it (cvt.rzi: what torch eager on a
+    GPU gives): toward zero, saturating to the type's range, NaN -> 0. (numpy, like C on x86,
+    gives the type's minimum for NaN, +-inf and anything out of range.)"""
+    info = np.iinfo(target)
+    wide = np.trunc(np.asarray(x, dtype=np.float64))  # exact for every float dtype
+    bound = 2.0 ** (8 * target.itemsize - (1 if info.min < 0 else 0))  # 2**31, 2**63: exact in f64
+    above, below, nan = wide >= bound, wide < float(info.min), np.isnan(wide)
+    inside = np.where(above | below | nan, 0.0, wide).astype(target)
+    return np.where(above, target.type(info.max), np.where(below, target.type(info.min), inside)).astype(target)
 
 
 class ReferenceInterpreter:

@@ -16,11 +16,12 @@ block, the grid, the vector width or which kernel computes it:
   formula in f64.
 - normal (Box-Muller, cosine branch): f32/f16/bf16 subsequence i // 2, words 2(i % 2) and
   2(i % 2) + 1 give u1, u2 as above (f32); f64 subsequence i, words (0, 1) and (2, 3) give
-  53-bit u1, u2. z = sqrt(-2 log(1 - u1)) cos(2 pi u2), computed in f64 (1 - u1 is in (0, 1]:
-  no log(0)) and rounded once to f32 for f32/f16/bf16; value = mean + std * z in that dtype.
-  log and cos are not libm's (whose last bit differs between numpy, glibc and CUDA) but written
-  out here (`log_unit`, `cos_two_pi`: exact range reduction, then series, every operation
-  rounded once) and identically in the kernel header, so normal values, like uniform ones, are
+  53-bit u1, u2. z = sqrt(-2 log(1 - u1)) cos(2 pi u2) (1 - u1 is in (0, 1]: no log(0)),
+  computed in f64 for f64 and in f32 for f32/f16/bf16 (an f32 kernel runs no f64 instruction);
+  value = mean + std * z in that dtype. log and cos are not libm's (whose last bit differs
+  between numpy, glibc and CUDA) but written out here (`log_unit`, `cos_two_pi`, and in f32
+  `log_unit_f32`, `cos_two_pi_f32`: exact range reduction, then series, every operation rounded
+  once) and identically in the kernel header, so normal values, like uniform ones, are
   bit-identical between the reference and the cpu backend (and the GPU: _rn intrinsics, no FMA).
 
 Without a seed and offset, a random op gets (seed, offset) per execution as in nvFuser: one
@@ -100,12 +101,13 @@ def normal_units(seed: int, offset: int, count: int, wide: bool) -> np.ndarray:
     if wide:
         w = philox4x32(seed, offset, i)
         u1, u2 = _unit_f64(w[0], w[1]), _unit_f64(w[2], w[3])
-    else:
-        words = philox4x32(seed, offset, i >> np.uint64(1))
-        pair = (i & np.uint64(1)).astype(np.intp) * 2
-        u1, u2 = _unit_f32(_pick(words, pair)), _unit_f32(_pick(words, pair + 1))
-    radius = np.sqrt(-2.0 * log_unit(1.0 - u1.astype(np.float64)))
-    return (radius * cos_two_pi(u2.astype(np.float64))).astype(u1.dtype)
+        radius = np.sqrt(-2.0 * log_unit(1.0 - u1))
+        return radius * cos_two_pi(u2)
+    words = philox4x32(seed, offset, i >> np.uint64(1))
+    pair = (i & np.uint64(1)).astype(np.intp) * 2
+    u1, u2 = _unit_f32(_pick(words, pair)), _unit_f32(_pick(words, pair + 1))
+    radius = np.sqrt(np.float32(-2.0) * log_unit_f32(np.float32(1.0) - u1))
+    return radius * cos_two_pi_f32(u2)
 
 
 # --- log and cos of the Box-Muller step, written out (see the module doc) ------------------------
@@ -161,6 +163,57 @@ def cos_two_pi(u: np.ndarray) -> np.ndarray:
     sin = theta + (theta * z) * _series(z, SIN_SERIES)
     quarter = q.astype(np.int64) & 3
     return np.choose(quarter, (cos, -sin, -cos, sin))
+
+
+# The f32 Box-Muller step of f32/f16/bf16 normals: the same range reductions with f32 constants
+# (their exact f32 values, as the kernel header writes them in hex) and shorter series (f32 needs
+# no more), every operation in numpy float32, rounded once, as the kernel does it.
+_F32 = np.float32
+LN2_HI_F32, LN2_LO_F32 = _F32(float.fromhex("0x1.62e3p-1")), _F32(float.fromhex("0x1.2fefa2p-17"))
+"""fdlibm's logf split of ln 2 (LN2_HI_F32 has trailing zero bits: e * LN2_HI_F32 is exact)."""
+SQRT_HALF_F32 = _F32(float.fromhex("0x1.6a09e6p-1"))
+HALF_PI_F32 = _F32(float.fromhex("0x1.921fb6p+0"))
+LOG_SERIES_F32 = tuple(_F32(float.fromhex(h)) for h in
+                       ("0x1.555556p-2", "0x1.99999ap-3", "0x1.24924ap-3", "0x1.c71c72p-4", "0x1.745d18p-4"))
+COS_SERIES_F32 = tuple(_F32(float.fromhex(h)) for h in
+                       ("-0x1p-1", "0x1.555556p-5", "-0x1.6c16c2p-10", "0x1.a01a02p-16", "-0x1.27e4fcp-22",
+                        "0x1.1eed8ep-29"))
+SIN_SERIES_F32 = tuple(_F32(float.fromhex(h)) for h in
+                       ("-0x1.555556p-3", "0x1.111112p-7", "-0x1.a01a02p-13", "0x1.71de3ap-19", "-0x1.ae6456p-26",
+                        "0x1.612462p-33"))
+
+
+def _series_f32(z: np.ndarray, coefficients: tuple) -> np.ndarray:
+    p = np.full(z.shape, coefficients[-1], np.float32)
+    for c in reversed(coefficients[:-1]):
+        p = p * z + c
+    return p
+
+
+def log_unit_f32(x: np.ndarray) -> np.ndarray:
+    """log(x) for f32 x in (0, 1], in f32 (as fuser_rng_log_f32)."""
+    m, e = np.frexp(x.astype(np.float32))
+    small = m < SQRT_HALF_F32
+    m = np.where(small, m * _F32(2.0), m).astype(np.float32)
+    e = np.where(small, e - 1, e).astype(np.float32)
+    f = m - _F32(1.0)
+    s = f / (_F32(2.0) + f)
+    t = s + s
+    z = s * s
+    log_m = t + (t * z) * _series_f32(z, LOG_SERIES_F32)
+    return e * LN2_HI_F32 + (log_m + e * LN2_LO_F32)
+
+
+def cos_two_pi_f32(u: np.ndarray) -> np.ndarray:
+    """cos(2 pi u) for f32 u in [0, 1), in f32 (as fuser_rng_cos_two_pi_f32)."""
+    four_u = _F32(4.0) * u.astype(np.float32)
+    q = np.floor(four_u + _F32(0.5))
+    theta = (four_u - q) * HALF_PI_F32
+    z = theta * theta
+    cos = _F32(1.0) + z * _series_f32(z, COS_SERIES_F32)
+    sin = theta + (theta * z) * _series_f32(z, SIN_SERIES_F32)
+    quarter = q.astype(np.int64) & 3
+    return np.choose(quarter, (cos, -sin, -cos, sin)).astype(np.float32)
 
 
 def affine(units: np.ndarray, base: float, scale_from: float, kind: str) -> np.ndarray:

@@ -159,7 +159,7 @@ class CpuBackend(KernelBackend):
 
     def load(self, binary: Binary, source: str) -> cpu_runtime.CpuModule:
         try:
-            return cpu_runtime.CpuModule(binary.data, source)
+            return cpu_runtime.CpuModule(binary.data, source, self.device)
         except OSError:
             if binary.origin != "disk":
                 raise
@@ -167,7 +167,7 @@ class CpuBackend(KernelBackend):
         compiler = self.compiler()
         fresh = compiler.build(source)
         compiler.cache.store(compiler.key(source), fresh, source)
-        return cpu_runtime.CpuModule(fresh.data, source)
+        return cpu_runtime.CpuModule(fresh.data, source, self.device)
 
     def allocator(self, inputs: Sequence[object], torch_outputs: bool = False) -> HostMemory:
         return HostMemory()

@@ -3,7 +3,7 @@
 pycuda launches only on its own `Stream` objects and hands out no CUfunction handle, so a kernel
 cannot be launched on torch's current stream through it (found on the first GPU run). Modules
 are therefore loaded, and kernels launched, here: cuModuleLoadData, cuModuleGetFunction,
-cuFuncSetAttribute and cuLaunchKernel on the context pycuda made current
+cuFuncGetAttribute, cuFuncSetAttribute and cuLaunchKernel on the context pycuda made current
 (lowering/backends/gpu_runtime.py), which still owns the context, memory, copies, events and streams.
 """
 
@@ -15,6 +15,10 @@ import functools
 from fuser.lowering.errors import FuserError
 
 CU_LAUNCH_PARAM_END, CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
+CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0
+CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1
+"""Static shared memory the kernel declares (what ptxas reported)."""
+CU_FUNC_ATTRIBUTE_NUM_REGS = 4
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 CUDA_ERROR_NO_BINARY_FOR_GPU = 209
 CUDA_ERROR_NOT_FOUND = 500
@@ -37,6 +41,7 @@ def _lib():
         "cuModuleUnload": [p],
         "cuModuleGetFunction": [ctypes.POINTER(p), p, ctypes.c_char_p],
         "cuFuncSetAttribute": [p, i, i],
+        "cuFuncGetAttribute": [ctypes.POINTER(i), i, p],
         "cuLaunchKernel": [p, u, u, u, u, u, u, u, p, p, p],
         "cuGetErrorName": [i, ctypes.POINTER(ctypes.c_char_p)],
     }
@@ -80,6 +85,13 @@ def get_function(module: int, name: str) -> int:
     handle = ctypes.c_void_p()
     _check(_lib().cuModuleGetFunction(ctypes.byref(handle), module, name.encode()), f"cuModuleGetFunction({name!r})")
     return handle.value
+
+
+def function_attribute(function: int, attribute: int) -> int:
+    """cuFuncGetAttribute: e.g. CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, the static shared memory."""
+    value = ctypes.c_int(0)
+    _check(_lib().cuFuncGetAttribute(ctypes.byref(value), attribute, function), f"cuFuncGetAttribute({attribute})")
+    return value.value
 
 
 def set_max_dynamic_shared(function: int, nbytes: int) -> None:

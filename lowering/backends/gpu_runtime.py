@@ -35,9 +35,8 @@ import numpy as np
 
 from fuser.lowering.backends import cuda_driver, gpu_launcher
 from fuser.lowering.addresses import dense_strides, span_bytes
+from fuser.lowering.device import LaunchLimitError, check_parameter_bytes, shared_memory_optin
 from fuser.lowering.errors import FuserError
-
-_STATIC_SHARED_LIMIT = 48 * 1024  # more dynamic shared memory must be opted into per kernel
 
 
 class GpuUnavailable(FuserError):
@@ -154,6 +153,7 @@ def device_spec():
         registers_per_sm=read("MAX_REGISTERS_PER_MULTIPROCESSOR", H100.registers_per_sm),
         shared_per_sm=read("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", H100.shared_per_sm),
         shared_per_block_optin=read("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", H100.shared_per_block_optin),
+        shared_per_block=read("MAX_SHARED_MEMORY_PER_BLOCK", H100.shared_per_block),
         l2_bytes=read("L2_CACHE_SIZE", H100.l2_bytes), memory_clock_khz=read("MEMORY_CLOCK_RATE", 0),
         bus_width_bits=read("GLOBAL_MEMORY_BUS_WIDTH", 0))
 
@@ -509,7 +509,10 @@ class GpuModule:
             raise FuserError(f"the CUDA driver cannot load this cubin on an sm_{major}{minor} device: {e}"
                              f" (compile for arch sm_{major}{minor})") from e
         self._functions: dict[str, int] = {}  # kernel -> CUfunction handle
+        self._resources: dict[str, tuple[int, int, int]] = {}
+        """kernel -> (static shared bytes, most threads a block, registers a thread), from the driver."""
         self._shared_optin: dict[str, int] = {}
+        """kernel -> the dynamic shared memory it is opted in to (absent: not opted in)."""
 
     def __del__(self) -> None:
         module = getattr(self, "_module", None)
@@ -532,9 +535,11 @@ class GpuModule:
         (their dtype must be the kernel's C parameter type). needs_sync is the emulation's hint
         (the GPU has real barriers); no byte counters here."""
         packed = self.pack_args(kernel_name, args)
-        fn = self._function(kernel_name, shared_bytes)
+        block = _dim3(block, "block")
+        fn = self._function(kernel_name, shared_bytes, block)
         params = struct.pack("".join(f for f, _ in packed), *(v for _, v in packed))
-        launch_kernel(fn, _dim3(grid, "grid"), _dim3(block, "block"), shared_bytes,
+        check_parameter_bytes(self.device, kernel_name, len(params))
+        launch_kernel(fn, _dim3(grid, "grid"), block, shared_bytes,
                       own_stream() if stream is None else stream, params, kernel_name)
 
     def bind(self, kernel_name: str, grid, block, args: Sequence[object], *, needs_sync: bool = True,
@@ -549,12 +554,27 @@ class GpuModule:
                 slots.append(i)
             else:
                 template.append(_pack(a, i, kernel_name))
-        fn = self._function(kernel_name, shared_bytes)
-        return BoundGpuLaunch(fn, kernel_name, _dim3(grid, "grid"), _dim3(block, "block"),
+        block = _dim3(block, "block")
+        fn = self._function(kernel_name, shared_bytes, block)
+        check_parameter_bytes(self.device, kernel_name, struct.calcsize("".join(f for f, _ in template)))
+        return BoundGpuLaunch(fn, kernel_name, _dim3(grid, "grid"), block,
                               "".join(f for f, _ in template), [v for _, v in template], slots, shared_bytes,
                               _primary_context().handle)
 
-    def _function(self, kernel_name: str, shared_bytes: int) -> int:
+    @property
+    def device(self):
+        """The DeviceSpec of the GPU this module is loaded on (its limits are checked per launch)."""
+        found = self.__dict__.get("_device")
+        if found is None:
+            found = self._device = device_spec()
+        return found
+
+    def _function(self, kernel_name: str, shared_bytes: int, block: tuple[int, int, int] = (1, 1, 1)) -> int:
+        """The kernel's CUfunction, opted in to `shared_bytes` of dynamic shared memory where its
+        block needs more than 48 KiB *in all*: the static shared memory the compiler gave it (the
+        function's SHARED_SIZE_BYTES) plus the dynamic. Raises LaunchLimitError (before the
+        driver would refuse the launch) for more shared memory than the device allows a block,
+        or for more threads than the kernel's registers allow a block."""
         fn = self._functions.get(kernel_name)
         if fn is None:
             with context():
@@ -562,11 +582,27 @@ class GpuModule:
                     fn = cuda_driver.get_function(self._module, kernel_name)
                 except cuda_driver.DriverError as e:
                     raise FuserError(f"no kernel {kernel_name!r} in this module (is it extern \"C\"?): {e}") from e
+                attribute = cuda_driver.function_attribute
+                self._resources[kernel_name] = (
+                    attribute(fn, cuda_driver.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
+                    attribute(fn, cuda_driver.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+                    attribute(fn, cuda_driver.CU_FUNC_ATTRIBUTE_NUM_REGS))
             self._functions[kernel_name] = fn
-        if shared_bytes > self._shared_optin.get(kernel_name, _STATIC_SHARED_LIMIT):
-            with context():
-                cuda_driver.set_max_dynamic_shared(fn, shared_bytes)
-            self._shared_optin[kernel_name] = shared_bytes
+        static, max_threads, registers = self._resources[kernel_name]
+        threads = block[0] * block[1] * block[2]
+        if threads > max_threads:
+            raise LaunchLimitError(
+                f"kernel {kernel_name!r} cannot run blocks of {threads} threads: it uses {registers} registers a "
+                f"thread, which allow at most {max_threads} threads a block on {self.device.name} "
+                f"({self.device.registers_per_sm:,} registers an SM)", kernel_name, what="threads per block",
+                limit=max_threads, value=threads)
+        device = self.device
+        if shared_memory_optin(device, kernel_name, static, shared_bytes):
+            # Without the opt-in a kernel may take 48 KiB - static of dynamic shared memory.
+            if shared_bytes > self._shared_optin.get(kernel_name, device.shared_per_block - static):
+                with context():
+                    cuda_driver.set_max_dynamic_shared(fn, shared_bytes)
+                self._shared_optin[kernel_name] = shared_bytes
         return fn
 
 

@@ -46,7 +46,8 @@ from fuser.lowering.errors import MemcheckError
 from fuser.lowering.execution.host_calls import HostKernel
 from fuser_dialect import philox
 from fuser_dialect.ops_random import unseeded_random_ops
-from fuser.lowering.execution.launch import Buffer, IndexErrorWord, KernelLaunch, KernelRecord, PerLaunch, RngState, named
+from fuser.lowering.execution.launch import (Buffer, IndexErrorWord, KernelLaunch, KernelRecord, MultiPassLaunch,
+                                             PerLaunch, RngState, named, pass_arguments)
 
 MAX_PLANS = 256
 """Signatures an executor keeps plans for (the oldest plan goes first)."""
@@ -141,10 +142,12 @@ class LaunchPlan:
                 continue
             pointer_sources = tuple(slots[s.value] if isinstance(s, Buffer) else s
                                     for s in launched.sources if isinstance(s, _POINTERS))
-            bound = launched.program.bind(
-                launched.kernel.name, launched.grid, launched.block,
-                [_slot_for(s, rt, facts, checked) if isinstance(s, _POINTERS) else s for s in launched.sources],
-                needs_sync=launched.kernel.needs_sync, shared_bytes=launched.kernel.shared_bytes)
+            arguments = [_slot_for(s, rt, facts, checked) if isinstance(s, _POINTERS) else s for s in launched.sources]
+            passes = [launched.program.bind(launched.kernel.name, launched.grid, launched.block,
+                                            pass_arguments(arguments, k), needs_sync=launched.kernel.needs_sync,
+                                            shared_bytes=launched.kernel.shared_bytes)
+                      for k in range(launched.passes)]
+            bound = passes[0] if len(passes) == 1 else MultiPassLaunch(passes)
             steps.append(_Step(tuple(allocations), bound, pointer_sources,
                                any(isinstance(s, (PerLaunch, RngState, IndexErrorWord)) for s in pointer_sources),
                                launched))

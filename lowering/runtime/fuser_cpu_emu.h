@@ -517,10 +517,26 @@ inline float __fadd_rn(float x, float y) { return x + y; }
 inline float __fmul_rn(float x, float y) { return x * y; }
 inline float __fmaf_rn(float x, float y, float z) { return fmaf(x, y, z); }
 inline float __saturatef(float x) { return x > 0.0f ? (x < 1.0f ? x : 1.0f) : 0.0f; }  // NaN -> 0
-inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
-inline int __float2int_rz(float x) { return (int)x; }
-inline int __float2int_rd(float x) { return (int)floorf(x); }
-inline int __float2int_ru(float x) { return (int)ceilf(x); }
+// Float -> integer conversions as cvt does them on the GPU: rounded as named, saturated to the
+// type's range, NaN -> 0 (a C cast of such a value is undefined; x86 gives the minimum).
+namespace fuser_emu {
+inline int saturate_i32(double x) {
+  return x != x ? 0 : x >= 2147483648.0 ? 2147483647 : x <= -2147483649.0 ? (-2147483647 - 1) : (int)x;
+}
+inline long long saturate_i64(double x) {
+  return x != x ? 0LL
+         : x >= 9223372036854775808.0 ? 9223372036854775807LL
+         : x < -9223372036854775808.0 ? (-9223372036854775807LL - 1)
+                                      : (long long)x;
+}
+}  // namespace fuser_emu
+inline int __float2int_rn(float x) { return ::fuser_emu::saturate_i32(nearbyint((double)x)); }
+inline int __float2int_rz(float x) { return ::fuser_emu::saturate_i32((double)x); }
+inline int __float2int_rd(float x) { return ::fuser_emu::saturate_i32(floor((double)x)); }
+inline int __float2int_ru(float x) { return ::fuser_emu::saturate_i32(ceil((double)x)); }
+inline int __double2int_rz(double x) { return ::fuser_emu::saturate_i32(x); }
+inline long long __float2ll_rz(float x) { return ::fuser_emu::saturate_i64((double)x); }
+inline long long __double2ll_rz(double x) { return ::fuser_emu::saturate_i64(x); }
 inline float __int2float_rn(int x) { return (float)x; }
 
 // CUDA's device max/min: the usual arithmetic conversions, NaN-ignoring for floating point.

@@ -43,6 +43,15 @@ FUSER_RNG_FN fuser_philox_words fuser_philox(unsigned long long seed, unsigned l
   return out;
 }
 
+// Word k (0..3) of r without indexing r.w at a run-time index: an index the compiler cannot
+// resolve puts the four words in local memory (a stack frame and local loads and stores); two
+// levels of selects keep them in registers.
+FUSER_RNG_FN unsigned int fuser_philox_word(const fuser_philox_words& r, unsigned int k) {
+  const unsigned int low = (k & 1u) ? r.w[1] : r.w[0];
+  const unsigned int high = (k & 1u) ? r.w[3] : r.w[2];
+  return (k & 2u) ? high : low;
+}
+
 FUSER_RNG_FN float fuser_rng_unit_f32(unsigned int word) { return (float)(word >> 8) * 5.9604644775390625e-08f; }
 
 FUSER_RNG_FN double fuser_rng_unit_f64(unsigned int high, unsigned int low) {
@@ -55,6 +64,20 @@ FUSER_RNG_FN float fuser_rng_mul(float a, float b) {
   return __fmul_rn(a, b);
 #else
   return a * b;
+#endif
+}
+FUSER_RNG_FN float fuser_rng_add(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+FUSER_RNG_FN float fuser_rng_div(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
 #endif
 }
 FUSER_RNG_FN double fuser_rng_mul(double a, double b) {
@@ -136,22 +159,70 @@ FUSER_RNG_FN double fuser_rng_box_muller(double u1, double u2) {
   return fuser_rng_mul(sqrt(-2.0 * fuser_rng_log(1.0 - u1)), fuser_rng_cos_two_pi(u2));
 }
 
+// The same steps in f32, for f32/f16/bf16 normals (an f32 kernel then runs no f64 instruction:
+// f64 is 1/64 of the f32 rate on most GPUs). Constants are the f32 values, written exactly (hex);
+// fuser_dialect/philox.py (log_unit_f32, cos_two_pi_f32) does the same operations in numpy f32.
+FUSER_RNG_FN float fuser_rng_series_f32(float z, const float* c, int n) {
+  float p = c[n - 1];
+  for (int k = n - 2; k >= 0; --k) p = fuser_rng_add(fuser_rng_mul(p, z), c[k]);
+  return p;
+}
+
+FUSER_RNG_FN float fuser_rng_log_f32(float x) {
+  const float series[5] = {0x1.555556p-2f, 0x1.99999ap-3f, 0x1.24924ap-3f, 0x1.c71c72p-4f, 0x1.745d18p-4f};
+  int e;
+  float m = frexpf(x, &e);
+  if (m < 0x1.6a09e6p-1f) {
+    m = m * 2.0f;
+    e = e - 1;
+  }
+  const float f = m - 1.0f;
+  const float s = fuser_rng_div(f, fuser_rng_add(2.0f, f));
+  const float t = fuser_rng_add(s, s), z = fuser_rng_mul(s, s);
+  const float log_m = fuser_rng_add(t, fuser_rng_mul(fuser_rng_mul(t, z), fuser_rng_series_f32(z, series, 5)));
+  const float de = (float)e;
+  return fuser_rng_add(fuser_rng_mul(de, 0x1.62e3p-1f), fuser_rng_add(log_m, fuser_rng_mul(de, 0x1.2fefa2p-17f)));
+}
+
+FUSER_RNG_FN float fuser_rng_cos_two_pi_f32(float u) {
+  const float cos_series[6] = {-0x1p-1f, 0x1.555556p-5f, -0x1.6c16c2p-10f, 0x1.a01a02p-16f, -0x1.27e4fcp-22f,
+                               0x1.1eed8ep-29f};
+  const float sin_series[6] = {-0x1.555556p-3f, 0x1.111112p-7f, -0x1.a01a02p-13f, 0x1.71de3ap-19f,
+                               -0x1.ae6456p-26f, 0x1.612462p-33f};
+  const float four_u = fuser_rng_mul(4.0f, u);
+  const float q = floorf(fuser_rng_add(four_u, 0.5f));
+  const float theta = fuser_rng_mul(four_u - q, 0x1.921fb6p+0f);
+  const float z = fuser_rng_mul(theta, theta);
+  const int quarter = (int)q & 3;
+  if (quarter == 0 || quarter == 2) {
+    const float c = fuser_rng_add(1.0f, fuser_rng_mul(z, fuser_rng_series_f32(z, cos_series, 6)));
+    return quarter == 0 ? c : -c;
+  }
+  const float s = fuser_rng_add(theta, fuser_rng_mul(fuser_rng_mul(theta, z), fuser_rng_series_f32(z, sin_series, 6)));
+  return quarter == 3 ? s : -s;
+}
+
+FUSER_RNG_FN float fuser_rng_box_muller_f32(float u1, float u2) {
+  return fuser_rng_mul(sqrtf(fuser_rng_mul(-2.0f, fuser_rng_log_f32(1.0f - u1))), fuser_rng_cos_two_pi_f32(u2));
+}
+
 // `seed_offset` points at the op's (seed, offset): run-time values, never compiled in.
 FUSER_RNG_FN float fuser_uniform_f32(const unsigned long long* seed_offset, long long i, float lo, float hi) {
   const fuser_philox_words r = fuser_philox(seed_offset[0], seed_offset[1], (unsigned long long)i >> 2);
-  return lo + fuser_rng_mul(hi - lo, fuser_rng_unit_f32(r.w[i & 3]));
+  return lo + fuser_rng_mul(hi - lo, fuser_rng_unit_f32(fuser_philox_word(r, (unsigned int)i & 3u)));
 }
 
 FUSER_RNG_FN double fuser_uniform_f64(const unsigned long long* seed_offset, long long i, double lo, double hi) {
   const fuser_philox_words r = fuser_philox(seed_offset[0], seed_offset[1], (unsigned long long)i >> 1);
-  const int k = 2 * (int)(i & 1);
-  return lo + fuser_rng_mul(hi - lo, fuser_rng_unit_f64(r.w[k], r.w[k + 1]));
+  const bool odd = (i & 1) != 0;
+  return lo + fuser_rng_mul(hi - lo, fuser_rng_unit_f64(odd ? r.w[2] : r.w[0], odd ? r.w[3] : r.w[1]));
 }
 
 FUSER_RNG_FN float fuser_normal_f32(const unsigned long long* seed_offset, long long i, float mean, float std) {
   const fuser_philox_words r = fuser_philox(seed_offset[0], seed_offset[1], (unsigned long long)i >> 1);
-  const int k = 2 * (int)(i & 1);
-  const float z = (float)fuser_rng_box_muller(fuser_rng_unit_f32(r.w[k]), fuser_rng_unit_f32(r.w[k + 1]));
+  const bool odd = (i & 1) != 0;
+  const float z = fuser_rng_box_muller_f32(fuser_rng_unit_f32(odd ? r.w[2] : r.w[0]),
+                                           fuser_rng_unit_f32(odd ? r.w[3] : r.w[1]));
   return mean + fuser_rng_mul(std, z);
 }
 

@@ -99,6 +99,15 @@ class SchedulerUnit(ABC):
         if type(schedule) is not expected:
             raise ValueError(f"override_schedule: kernel {plan.index} ({self.name}) takes a {expected.__name__}, "
                              f"got {type(schedule).__name__}")
+        block = getattr(schedule, "block", None)
+        if isinstance(block, bool) or not isinstance(block, int) or not 0 < block <= device.max_threads_per_block:
+            raise ValueError(f"override_schedule: kernel {plan.index} ({self.name}): block: {block!r} threads; a block "
+                             f"has 1 to {device.max_threads_per_block} threads on {device.name}")
+
+    def passes(self, plan: KernelPlan, schedule) -> int:
+        """Launches of the kernel per call (the same grid and arguments but its `pass` parameter,
+        0, 1, ...: a split scan's reduce and scan passes). 1 by default."""
+        return 1
 
     def alternatives(self, plan: KernelPlan, schedule, extents, arrays: dict | None, device: DeviceSpec) -> list:
         """Schedules worth timing against `schedule` (the heuristic's) for this call, most

@@ -24,7 +24,7 @@ func.func @fused_producer(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<?x?xf32> 
 // CHECK-LABEL: // kernel 0 of @fused_producer: scan
 // CHECK-NEXT:  // scheduler: scan, block per line, block: 128
 // CHECK-NEXT:  extern "C" __global__ void __launch_bounds__(128) fuser_kernel_0_scan(
-// CHECK:         __shared__ float carry0_warps[32];
+// CHECK:         __shared__ float carry0_warps[4];
 // CHECK-NEXT:    const long long lines = ext{{[0-9]+}};
 // CHECK-NEXT:    const long long len = ext{{[0-9]+}};
 // CHECK:         for (long long line = blockIdx.x; line < lines; line += gridDim.x) {
@@ -99,8 +99,8 @@ func.func @integers(%i: !fuser.tensor<8x100xi32>, %b: !fuser.tensor<8x100xi1>) -
 }
 // CHECK-LABEL: // kernel 0 of @integers: scan
 // CHECK-NEXT:  // scheduler: scan, block per line, block: 128
-// CHECK:         __shared__ long long carry0_warps[32];
-// CHECK-NEXT:    __shared__ int carry1_warps[32];
+// CHECK:         __shared__ long long carry0_warps[4];
+// CHECK-NEXT:    __shared__ int carry1_warps[4];
 // CHECK-NEXT:    const long long lines = 8LL;
 // CHECK-NEXT:    const long long len = 100LL;
 // CHECK:           long long carry0 = (long long)0;

@@ -280,3 +280,62 @@ def test_bfloat16_rounding_matches_ml_dtypes():
     assert (expected == 1.0).sum() == 1  # this seed has one such value
     expected[expected == 1.0] = 0.0
     np.testing.assert_array_equal(got.view(torch.int16).numpy(), _bits(expected))
+
+
+# --- normal at f32 speed: f32 Box-Muller, compile-time Philox words (issue 38) --------------------
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)
+@pytest.mark.parametrize("shape", [(7, 13), (64, 256)])
+def test_normal_bit_exact_between_reference_and_cpu(dtype, shape):
+    """The kernel's Box-Muller (f32 for f32/f16/bf16, f64 for f64) and the reference's are the
+    same operations: every bit agrees, over enough elements to reach every quarter turn and
+    both log branches."""
+    fd = _seeded(lambda fd, x, s, o: [fd.ops.normal(0.5, 2.0, x.shape(), s, o, dtype=dtype)])
+    inputs = [_zeros(shape, DataType.Float), 987654321, 7]
+    (ref,) = fd.execute(inputs, backend="reference")
+    (cpu,) = fd.execute(inputs, backend="cpu")
+    assert ref.dtype == cpu.dtype == dtype.numpy
+    np.testing.assert_array_equal(_bits(cpu), _bits(ref))
+
+
+def test_f32_normal_is_within_a_few_ulps_of_the_exact_transform():
+    """The f32 steps (their own series and constants) against the same two units transformed in
+    f64 with numpy's libm: a few f32 ulps of the value, or of 1 near 0 (the cosine's zero)."""
+    count = 1 << 16
+    z = philox.normal_units(2024, 3, count, wide=False)
+    i = np.arange(count, dtype=np.uint64)
+    words = philox.philox4x32(2024, 3, i >> np.uint64(1))
+    pair = (i & np.uint64(1)).astype(np.intp) * 2
+    u1 = philox._unit_f32(np.choose(pair, words)).astype(np.float64)
+    u2 = philox._unit_f32(np.choose(pair + 1, words)).astype(np.float64)
+    exact = np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * np.pi * u2)
+    assert z.dtype == np.float32
+    ulp = np.spacing(np.maximum(np.abs(exact), 1.0).astype(np.float32)).astype(np.float64)
+    assert np.max(np.abs(z - exact) / ulp) <= 4
+
+
+@pytest.mark.parametrize("dtype", [DataType.Float, DataType.BFloat16, DataType.Double], ids=lambda d: d.name)
+@pytest.mark.parametrize("distribution", ["uniform", "normal"])
+def test_random_kernels_keep_philox_in_registers_and_f32_in_f32(distribution, dtype):
+    """sm_90 SASS of the kernel of x + rand (2-D, vectorised): no stack frame, no local memory
+    (the Philox words are picked with compile-time indices), and no f64 instruction where no
+    value is f64 (normal's f32 Box-Muller)."""
+    from fuser.lowering.backends import compile as cc
+    from fuser.lowering.backends.resources import ptxas_reports, sass_of
+    from fuser.lowering.backends.sass import SassUnavailable
+
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
+        r = getattr(fd.ops, distribution)(0.0, 1.0, x.shape(), dtype=dtype)
+        fd.add_output(fd.ops.add(x, fd.ops.cast(r, DataType.Float)))
+    (kernel,) = fd.kernels_for([np.empty((64, 4096), np.float32)])
+    try:
+        report = ptxas_reports(kernel.source, "sm_90")[kernel.name]
+        sass = sass_of(kernel.source, "sm_90")[kernel.name]
+    except (cc.CompilerUnavailable, SassUnavailable) as e:
+        pytest.skip(f"no NVRTC/nvdisasm: {e}")
+    assert (report.stack_bytes, report.spill_bytes, sass.local_loads, sass.local_stores) == (0, 0, 0, 0)
+    if dtype != DataType.Double:
+        ptx = cc.compile_cuda(kernel.source, "sm_90", (), output="ptx").cubin.decode(errors="replace")
+        assert ".f64" not in ptx, "f64 instructions in a kernel without f64 values"

@@ -250,3 +250,133 @@ def test_line_invariant_operand(backend):
     if backend == "cpu":
         assert [k.scheduler for k in fd.last_kernels()] == ["scan", "scan"]
         assert "fuser_lane0" in fd.last_kernels()[0].source  # b: one load per warp and line
+
+
+# --- issue 38: what fails on a GPU fails here -----------------------------------------------------
+
+
+def test_a_scan_block_that_is_no_whole_number_of_warps_is_refused():
+    """The block-wide scan combines whole warps (blockDim.x >> 5 of them): a forced block of 48
+    threads lost the partial warp's total and gave wrong values; override_schedule refuses it,
+    naming the field, as it refuses other blocks no GPU can run."""
+    from fuser.lowering.schedulers.scan import ScanSchedule
+
+    fd = scan_fusion(DataType.Float, 2, 1)
+    x = _floats(_rng(21), (4, 1000), np.float32)
+    for schedule, why in [(ScanSchedule(48, True), r"block: 48 is not a multiple of 32"),
+                          (ScanSchedule(2048, True), r"block: 2048 threads; a block has 1 to 1024"),
+                          (ScanSchedule(0, False), r"block: 0 threads"),
+                          (ScanSchedule(64, False, split=True), r"split: a split line is scanned by blocks")]:
+        fd.override_schedule(0, schedule)
+        with pytest.raises(ValueError, match=r"override_schedule: kernel 0 \(scan\).*" + why):
+            fd.execute([x], backend="cpu")
+    fd.override_schedule(0, ScanSchedule(96, True))  # three whole warps: runs, and right
+    check_against_torch(fd, x, 1, "cpu", "forced block of 96")
+    fd.override_schedule(0, ScanSchedule(64, True, split=True))  # a split over 8 chunks of 128
+    check_against_torch(fd, x, 1, "cpu", "forced split")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_many_scans_are_split_into_kernels_that_fit_registers_and_shared_memory(backend):
+    """200 cumsums of one f64 tensor were one scan kernel with 200 warp-total arrays of 32 doubles
+    (51,200 bytes of static shared memory: ptxas refuses more than 48 KiB) and 200 carries in
+    registers (a 7 KB stack and ~20 KB of spills). A scan kernel now carries at most
+    MAX_CARRY_BYTES a thread; segmentation splits the rest and says why in the IR."""
+    from fuser.lowering.backends.static_shared import static_shared_bytes
+    from fuser.lowering.schedulers.scan import MAX_CARRY_BYTES
+
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], dtype=DataType.Double)
+        for k in range(200):
+            fd.add_output(fd.ops.cumsum(x * float(k % 7 + 1), 1))
+    x = _floats(_rng(22), (3, 700), np.float64)
+    outputs = fd.execute([x], backend=backend)
+    t = torch.from_numpy(x)
+    for k, got in enumerate(outputs):
+        assert_matches(got, torch.cumsum(t * float(k % 7 + 1), 1).numpy(), f"cumsum {k} ({backend})",
+                       _tolerance("cumsum", torch.cumsum(t * 7.0, 1).numpy(), 700))
+    if backend != "cpu":
+        return
+    kernels = fd.last_kernels()
+    assert len(kernels) == -(-200 * 8 // MAX_CARRY_BYTES) and {k.scheduler for k in kernels} == {"scan"}
+    for k in kernels:
+        assert static_shared_bytes(k.source, k.name) <= 200 * 8 * (k.block[0] // 32) // len(kernels) + 8 * 16
+    ir = fd.scheduled_fusion_ir_for([x])
+    assert "split before fuser.scan: 13 scans carry 104 bytes a thread, more than the 96 one scan kernel keeps in " \
+           "registers" in ir
+
+
+def _long_scans(rank: int) -> FusionDefinition:
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1] * rank, dtype=DataType.Float)
+        e = fd.ops.exp(x * 0.001)
+        fd.add_output(fd.ops.cumsum(x, -1))
+        fd.add_output(fd.ops.cummax(x, -1))
+        fd.add_output(e)  # an output stored from the scan's loop (pass 1 only)
+        fd.add_output(fd.ops.cumprod(e, -1))
+    return fd
+
+
+def test_a_long_1d_scan_runs_over_the_whole_gpu():
+    """A cumsum of f32 [2^26] ran as one block of 512 threads (1 of 132 SMs busy); a long line
+    is now cut into chunks over SPLIT_BLOCKS_PER_SM blocks an SM, in two launches of one kernel
+    (reduce, then scan from the earlier chunks' totals)."""
+    from fuser.lowering.schedulers.scan import SPLIT_BLOCKS_PER_SM
+
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1], dtype=DataType.Float)
+        fd.add_output(fd.ops.cumsum(x, 0))
+    (kernel,) = fd.kernels_for([np.empty(1 << 26, np.float32)])
+    assert kernel.schedule.split and kernel.block == (512, 1, 1)
+    assert kernel.grid == (SPLIT_BLOCKS_PER_SM * 132, 1, 1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape", [(50_000,), (3, 70_001), (1, 16_384)], ids=str)
+def test_split_scans_match_torch(shape, backend):
+    fd = _long_scans(len(shape))
+    x = _rng(23).standard_normal(shape).astype(np.float32)
+    t = torch.from_numpy(x).double()
+    e = torch.exp(t * 0.001)
+    expected = [torch.cumsum(t, -1), torch.cummax(t, -1).values, e, torch.cumprod(e, -1)]
+    for _ in range(2):  # the full path, then the launch plan's replay
+        outputs = fd.execute([x], backend=backend)
+        for name, got, want in zip(("cumsum", "cummax", "exp", "cumprod"), outputs, expected):
+            want = want.float().numpy()
+            tol = (0.0, 0.0) if name == "cummax" else (1e-5, 8 * 2.0**-23 * shape[-1] * float(np.abs(want).max()))
+            assert_matches(got, want, f"{name} {shape} ({backend})", tol)
+    if backend == "cpu":
+        (kernel,) = fd.last_kernels()
+        assert kernel.schedule.split and kernel.grid[0] > 1
+        # x is read twice (pass 0 and pass 1), the outputs written once; the chunks' totals are
+        # a few bytes per block.
+        assert 2 * x.nbytes <= kernel.bytes_loaded < 2 * x.nbytes + 16 * 4 * 3 * kernel.grid[0] ** 2
+        assert 4 * x.nbytes <= kernel.bytes_stored <= 4 * x.nbytes + 3 * 4 * kernel.grid[0]
+
+
+def test_split_scan_of_integers_is_exact():
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1], dtype=DataType.Int32)
+        fd.add_output(fd.ops.cumsum(x, 0))
+        fd.add_output(fd.ops.cummin(x, 0))
+    x = _rng(24).integers(-1000, 1000, 40_000).astype(np.int32)
+    total, low = fd.execute([x], backend="cpu")
+    np.testing.assert_array_equal(total, np.cumsum(x.astype(np.int64)))
+    np.testing.assert_array_equal(low, np.minimum.accumulate(x))
+    assert fd.last_kernels()[0].schedule.split
+
+
+def test_split_scan_is_race_free(monkeypatch):
+    from fuser.lowering import settings
+
+    monkeypatch.setenv("FUSER_RACECHECK", "1")
+    settings.reload()
+    try:
+        fd = _long_scans(1)
+        x = _rng(25).standard_normal(20_000).astype(np.float32)
+        got = fd.execute([x], backend="cpu")[0]
+        assert_matches(got, np.cumsum(x.astype(np.float64)).astype(np.float32), "racecheck split cumsum",
+                       (1e-5, 1e-2))
+    finally:
+        monkeypatch.undo()
+        settings.reload()
