@@ -1,7 +1,8 @@
 """`python -m fuser.benchmarks.predict [--device h100|h200] [--cases ...] [--json OUT]`: every
 kernel of every benchmark case at its GPU shape, as the performance model sees it on a named
-GPU, without one: schedule, ptxas's registers and spills, resident blocks and warps per SM,
-load width, bytes in flight per SM, predicted time and share of a device copy
+GPU, without one: schedule, ptxas's registers and spills, local-memory accesses, resident
+blocks and warps per SM, load width, bytes in flight per SM as the SASS has them and as the
+schedule means them (the prediction takes the SASS's), predicted time and share of a device copy
 (lowering/schedulers/performance.py, fitted in docs/benchmarks.md#performance-model).
 
 Kernels are compiled for the device's architecture (NVRTC or nvcc; no GPU) and never run; the
@@ -37,10 +38,11 @@ def gpu_inputs(case: Case) -> list:
     return case.spec.make_inputs(ConstantRng(), case.shape, case.dtype)
 
 
-def predict_case(case: Case, device: str = "h100") -> CasePrediction:
+def predict_case(case: Case, device: str = "h100", planned: bool = False) -> CasePrediction:
     """The case's kernels as scheduled for the profile `device` (FUSER_GPU_PROFILE for the cpu
-    backend that builds them), and the model's prediction of each on it."""
-    spec = profile(device)
+    backend that builds them), and the model's prediction of each on it: with its fitted
+    constants, or (`planned`) with those schedules are planned for (DeviceSpec.planning)."""
+    spec = profile(device).planning() if planned else profile(device)
     fd = case.build()
     previous = os.environ.get("FUSER_GPU_PROFILE")
     os.environ["FUSER_GPU_PROFILE"] = device
@@ -58,14 +60,16 @@ def predict_case(case: Case, device: str = "h100") -> CasePrediction:
 
 
 def table(predictions: list[CasePrediction]) -> str:
-    rows = ["| case | kernel schedule | regs | spill B | smem B | CTA/SM | warps/SM | load B | KiB in flight/SM | "
-            "predicted µs | % copy |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| case | kernel schedule | regs | spill B | local | smem B | CTA/SM | warps/SM | load B | "
+            "KiB in flight/SM: SASS | schedule | predicted µs | % copy |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in predictions:
         for k in p.kernels:
-            rows.append(f"| {p.case} | {k.schedule} | {k.registers} | {k.spill_bytes} | {k.shared_bytes} | "
-                        f"{k.ctas_per_sm} | {k.warps_per_sm} | {k.load_bytes} | {k.in_flight_per_sm / 1024:.1f} | "
-                        f"{k.predicted_s * 1e6:.1f} | {100 * k.fraction_of_copy:.0f} |")
-        rows.append(f"| **{p.case}** | all kernels | | | | | | | | **{p.seconds * 1e6:.1f}** | "
+            sass = f"{k.sass_in_flight_per_sm / 1024:.1f}" if k.sass_in_flight_per_sm is not None else f"— ({k.in_flight_from})"
+            local = "" if k.local_memory_accesses is None else k.local_memory_accesses
+            rows.append(f"| {p.case} | {k.schedule} | {k.registers} | {k.spill_bytes} | {local} | {k.shared_bytes} | "
+                        f"{k.ctas_per_sm} | {k.warps_per_sm} | {k.load_bytes} | {sass} | "
+                        f"{k.schedule_in_flight_per_sm / 1024:.1f} | {k.predicted_s * 1e6:.1f} | {100 * k.fraction_of_copy:.0f} |")
+        rows.append(f"| **{p.case}** | all kernels | | | | | | | | | | **{p.seconds * 1e6:.1f}** | "
                     f"**{100 * p.fraction_of_copy:.0f}** |")
     return "\n".join(rows)
 

@@ -8,18 +8,32 @@ Run it with that commit's fuser on the path, e.g. for the H100 run of 2026-11-26
 
 Per benchmark case at its GPU shape (gpu-quick mode): every kernel's schedule, grid, block,
 dynamic shared memory, ptxas's registers and spills for sm_90 (NVRTC; no GPU), and the bytes a
-thread has in flight: the row-varying loads of the first phase times the loads issued before
-their first use (a register-persistent row: all `iters`; a shared-memory one: 4, its unroll;
-a dynamic loop: 1), or a pointwise thread's loads per element (a vector per vectorised load).
-Kept self-contained (only that commit's public and lowering modules), since the layout moves."""
+thread has in flight, twice: as that commit's schedule meant them (`in_flight_per_thread`: the
+row-varying loads of the first phase times the loads issued before their first use, or a
+pointwise thread's loads per element) and as its SASS has them (`sass_in_flight_per_thread`:
+lowering/backends/sass.py of THIS checkout, loaded by path, run on the cubin; the model is
+fitted to that one). Kept self-contained (only that commit's public and lowering modules, and
+sass.py, which imports no other fuser module), since the layout moves."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import sys
+from pathlib import Path
 
 import numpy as np
+
+_SASS_PY = Path(__file__).resolve().parents[2] / "lowering" / "backends" / "sass.py"
+
+
+def _sass_module():
+    spec = importlib.util.spec_from_file_location("fuser_sass_reader", _SASS_PY)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
 
 
 class _CheapRng:
@@ -119,6 +133,7 @@ def main(out: str) -> None:
     from fuser_dialect.extents import runtime_arguments
     from fuser_dialect.inputs import check_inputs
 
+    sass = _sass_module()
     cases = []
     for case in all_cases("gpu-quick"):
         fd = case.build()
@@ -133,7 +148,9 @@ def main(out: str) -> None:
         kernels = []
         for plan, schedule in zip(compiled.plans, schedules):
             kernel = render(plan, schedule, macros)
-            log = cc.compile_cuda(kernel.source, "sm_90", ("--ptxas-options=-v",), backend="nvrtc").log
+            built = cc.compile_cuda(kernel.source, "sm_90", ("--ptxas-options=-v",), backend="nvrtc")
+            log = built.log
+            counted = sass.sass_reports(built.cubin)[kernel.name]
             registers = int(re.search(r"Used (\d+) registers", log).group(1))
             spills = sum(int(n) for n in re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log).groups())
             static = re.search(r"(\d+) bytes smem", log)
@@ -148,9 +165,11 @@ def main(out: str) -> None:
                             "grid": grid, "block": schedule.block, "round_trips": trips, "barriers": barriers,
                             "registers": registers, "spill_bytes": spills,
                             "shared_bytes": kernel.shared_bytes + (int(static.group(1)) if static else 0),
-                            "in_flight_per_thread": in_flight})
+                            "in_flight_per_thread": in_flight,
+                            "sass_in_flight_per_thread": counted.in_flight_per_thread})
         cases.append({"case": case.key, "min_bytes": case.min_bytes(), "kernels": kernels})
-        print(case.key, [(k["schedule"], k["grid"], k["registers"], k["in_flight_per_thread"]) for k in kernels], flush=True)
+        print(case.key, [(k["schedule"], k["grid"], k["registers"], k["in_flight_per_thread"],
+                          k["sass_in_flight_per_thread"]) for k in kernels], flush=True)
     with open(out, "w") as f:
         json.dump(cases, f, indent=1)
 

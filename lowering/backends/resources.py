@@ -1,6 +1,7 @@
 """What ptxas says a compiled kernel needs: registers, spills, shared memory; and how wide its
 global accesses are. No GPU is needed: NVRTC (or nvcc) compiles for the named architecture and
-writes ptxas's `-v` report to its log, and the PTX shows each access's width.
+writes ptxas's `-v` report to its log, the PTX shows each access's width, and the cubin's SASS
+(lowering/backends/sass.py) how many bytes a thread really keeps in flight.
 
 These are the facts the performance model (lowering/schedulers/performance.py) reads; a
 scheduler's own estimate stands in where no CUDA compiler is installed.
@@ -30,12 +31,25 @@ class PtxasReport:
     static_shared_bytes: int
 
 
+def _verbose_compile(source: str, arch: str) -> cc.CompiledCuda:
+    """`source` compiled for `arch` with ptxas's report in the log (memoised by compile_cuda)."""
+    backend = cc.find_compiler(None).name
+    options = ("--ptxas-options=-v",) if backend == "nvrtc" else ("-Xptxas", "-v")
+    return cc.compile_cuda(source, arch, options, backend=backend)
+
+
+def sass_of(source: str, arch: str):
+    """Per kernel of `source`: what its SASS for `arch` says (lowering/backends/sass.py), read
+    from the same cubin ptxas reported on. Raises CompilerUnavailable or SassUnavailable."""
+    from fuser.lowering.backends.sass import sass_reports
+
+    return sass_reports(_verbose_compile(source, arch).cubin)
+
+
 def ptxas_reports(source: str, arch: str) -> dict[str, PtxasReport]:
     """Per kernel of `source`: ptxas's resource report for `arch` (raises CompilerUnavailable
     without a CUDA compiler)."""
-    backend = cc.find_compiler(None).name
-    options = ("--ptxas-options=-v",) if backend == "nvrtc" else ("-Xptxas", "-v")
-    log = cc.compile_cuda(source, arch, options, backend=backend).log
+    log = _verbose_compile(source, arch).log
     reports: dict[str, PtxasReport] = {}
     for section in re.split(r"(?=ptxas info\s+: Compiling entry function)", log):
         name = _FUNCTION.search(section)
@@ -68,4 +82,4 @@ def access_widths(source: str, arch: str) -> dict[str, tuple[int, int]]:
     return widths
 
 
-__all__ = ["PtxasReport", "access_widths", "ptxas_reports"]
+__all__ = ["PtxasReport", "access_widths", "ptxas_reports", "sass_of"]

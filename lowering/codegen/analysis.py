@@ -137,8 +137,9 @@ def vector_values(loads: Sequence[Load], last: int, boundaries: Sequence[Ix] = (
         used = frozenset().union(*(ix.dims for ix in load.idx))
         if last not in used:
             continue
-        if any(ix.local for ix in load.idx):
-            return None
+        if any(ix.local and last in ix.dims for ix in load.idx):
+            return None  # a position computed from `last` may hide it
+        # (a position computed from other dims, a gathered row, is one for all the lanes)
         inner = load.idx[-1]
         if inner.dims != {last} or inner.offset is None or any(last in ix.dims for ix in load.idx[:-1]):
             return None

@@ -26,8 +26,8 @@ COMPLEX = ("c64", "c128")
 FLOATS = ("f64", "f32", "f16", "bf16")
 HEADER_MACRO = {"f16": "FUSER_NEED_F16", "bf16": "FUSER_NEED_F16", "f8E4M3FN": "FUSER_NEED_FP8",
                 "f8E5M2": "FUSER_NEED_FP8", "c64": "FUSER_NEED_COMPLEX", "c128": "FUSER_NEED_COMPLEX"}
-"""The macro a kernel with values of this dtype defines before the prelude, which then includes
-the CUDA headers its C type needs (dtypes not listed need none)."""
+"""The macro a kernel with values of this dtype defines before the prelude, which then carries
+the types its C type needs (runtime/fuser_f16.h, fuser_complex.h; dtypes not listed need none)."""
 OP_HEADER_MACRO = {op.name: "FUSER_NEED_PHILOX" for op in RANDOM_OPS}
 """The macro a kernel containing an op of this name needs: with it, runtime.prelude() pastes in
 the header the op's C calls (fuser_philox.h for the random ops)."""
@@ -37,6 +37,11 @@ SUPPORT = r"""
 __device__ __forceinline__ float fuser_round_bf16(float v) { return __bfloat162float(__float2bfloat16(v)); }
 __device__ __forceinline__ float fuser_round_f16(float v) { return __half2float(__float2half(v)); }
 #endif
+// Float -> integer conversions with CUDA's semantics (cvt.rzi: toward zero, saturating, NaN -> 0).
+__device__ __forceinline__ int fuser_to_i32(float v) { return __float2int_rz(v); }
+__device__ __forceinline__ int fuser_to_i32(double v) { return __double2int_rz(v); }
+__device__ __forceinline__ long long fuser_to_i64(float v) { return __float2ll_rz(v); }
+__device__ __forceinline__ long long fuser_to_i64(double v) { return __double2ll_rz(v); }
 template <typename T> __device__ __forceinline__ T fuser_max(T a, T b) { return (a > b || a != a) ? a : b; }
 template <typename T> __device__ __forceinline__ T fuser_min(T a, T b) { return (a < b || a != a) ? a : b; }
 template <typename T> __device__ __forceinline__ T fuser_sum(T a, T b) { return a + b; }
@@ -206,6 +211,22 @@ __device__ __forceinline__ T fuser_block_reduce(T v, Op op, T identity, S&& smem
   __syncthreads();
   return v;
 }
+// A column kernel's combine (lowering/schedulers/rows/columns.py): the block holds C rows (threads
+// tx = threadIdx.x % C) of R threads each (ty = threadIdx.x / C, R a power of two); every thread
+// gets its row's total. `smem` holds C * R values.
+template <int C, int R, typename T, typename Op, typename S>
+__device__ __forceinline__ T fuser_column_reduce(T v, Op op, S&& smem) {
+  const int tx = threadIdx.x % C, ty = threadIdx.x / C;
+  smem[ty * C + tx] = v;
+  __syncthreads();
+  for (int half = R / 2; half > 0; half >>= 1) {
+    if (ty < half) smem[ty * C + tx] = op((T)smem[ty * C + tx], (T)smem[(ty + half) * C + tx]);
+    __syncthreads();
+  }
+  v = (T)smem[tx];
+  __syncthreads();
+  return v;
+}
 template <typename T, typename S>
 __device__ __forceinline__ void fuser_block_reduce_online(T& m, T& s, S&& smem) {
   for (int off = 16; off > 0; off >>= 1) {
@@ -306,7 +327,16 @@ def convert_expr(value: str, src: str, dst: str) -> str:
         return value
     if dst == "i1":
         return f"({value} != 0)"
+    if dst in _TO_INT and (src in FLOATS or src in _FP8_NAME):
+        return f"{_TO_INT[dst]}({value})"  # CUDA's conversion, saturating, on every backend
     return round_expr(f"({COMPUTE_TYPE[dst]})({value})", dst)
+
+
+_TO_INT = {"i32": "fuser_to_i32", "i64": "fuser_to_i64"}
+"""Float -> integer conversions (SUPPORT): cvt.rzi, toward zero, saturating to the type's range,
+NaN -> 0 -- what torch eager gives on a GPU and the reference interpreter computes
+(fuser_dialect/interpreter.py float_to_int). A C cast of an out-of-range value is undefined (x86
+gives the type's minimum), so the intrinsics, which the CPU emulation implements exactly."""
 
 
 def _fn(name: str, dtype: str) -> str:

@@ -43,8 +43,8 @@ from fuser_dialect import ops_set as ST
 from fuser_dialect.extents import constant_value
 from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType, dtype_name
 from fuser.lowering.codegen import cuda_exprs as X
-from fuser.lowering.codegen.index import (ZERO, Ix, computed, depends_only_on, lane_of, loop_var, shifted, structural_key,
-                                          texts, without_lanes)
+from fuser.lowering.codegen.index import (ZERO, Ix, computed, depends_only_on, gathered, lane_of, loop_var, shifted,
+                                          structural_key, texts, without_lanes)
 from fuser.lowering.codegen.kernel import KernelPlan
 
 
@@ -131,6 +131,68 @@ class PhaseLoop:
 
 
 @dataclass
+class _StagedLoad:
+    """One load of a load stage: one array, read by every cat piece that loads the same tensor
+    in the same place of its expression (`users`: (piece condition, element offset))."""
+
+    name: str
+    value: SSAValue
+    vec: int
+    users: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class _CatPieces:
+    """A vector cat being emitted in a staged body: its pieces' loads share stage loads."""
+
+    condition: str = ""
+    """The piece being emitted: where it lies (its lane 0's index), with every enclosing cat's."""
+    loads: list[_StagedLoad] = field(default_factory=list)
+    taken: set[int] = field(default_factory=set)
+    """Of `loads`, those the current piece has used."""
+
+
+@dataclass
+class _LoadStage:
+    """An unrolled loop whose global loads are all issued before any is used: its body is
+    emitted once, and every load it meets outside a branch is made, instead, by a copy of the
+    loop placed before it (the *load stage*), into an array indexed by the loop variable, each
+    load predicated on the iteration's guard. The body then reads the arrays. In SASS the
+    stage is a run of LDGs back to back; a load inline in the body waits where it is used, so
+    an unroll there keeps one load a thread in flight (lowering/backends/sass.py).
+
+    The body itself runs unguarded when it can (*predicated*): it then reads only the stage's
+    arrays (out-of-range elements are T(), harmless to compute on), and only its effects, the
+    accumulator updates and the stores (`effect`, `accumulate`), are predicated on the guard.
+    A body under `if (guard)` would let ptxas sink each load into its branch, one at a time
+    again. A body that makes a load of its own (at a computed position, in a pad or cat piece:
+    `hazard`) must not run out of range, and stays under its guard."""
+
+    section: Section
+    """Where the load stage goes (before the body's loop)."""
+    header: str
+    """The loop's `for (...)` header, opened again for the stage."""
+    slot: str
+    """The loop variable (unrolled: the arrays' index is a constant after unrolling)."""
+    count: int
+    mark: int
+    """Where the loop's preamble (the iteration's indices, copied into the stage) starts."""
+    preamble: list[str] = field(default_factory=list)
+    guard: str = ""
+    decls: list[str] = field(default_factory=list)
+    active: bool = False
+    hazard: bool = False
+    """The body loads from global memory itself: it runs under its guard."""
+    opening: Section | None = None
+    """The body's opening line(s): `if (guard) {`, or `{` and the guard as `fuser_in`."""
+    effects: list[tuple[Section, str, str]] = field(default_factory=list)
+    """(where, the line guarded, the line predicated) of each effect of the body."""
+    staged: list[_StagedLoad] = field(default_factory=list)
+    cats: list[_CatPieces] = field(default_factory=list)
+    """The vector cats open in the body, innermost last."""
+
+
+@dataclass
 class _State:
     lines: list = field(default_factory=list)
     """str lines and Sections, in order."""
@@ -142,6 +204,7 @@ class _State:
     """Of the branches open (cond_depth), those every lane of a vector takes alike (a vector
     cat's pieces): vector accesses may be made inside them."""
     loop: PhaseLoop | None = None
+    stage: _LoadStage | None = None
 
 
 class KernelEmitter:
@@ -161,6 +224,8 @@ class KernelEmitter:
         self.filled: set[tuple] = set()
         """(kept, vector lane) of the buffer elements a phase has written."""
         self.hoist: _Hoist | None = None
+        self.hoisted_names: set[str] = set()
+        """The values hoisted before a loop (hoisted_load): a gather at one of them is a loop constant."""
         self.vec = 1
         """Elements per vector access along the innermost dim (1 = scalar): a loop that walks it
         VEC at a time gives each element's index a `lane` (index.vector_lane)."""
@@ -384,7 +449,63 @@ class KernelEmitter:
         uniform = self.s.cond_depth == self.s.uniform_depth
         if self.vec > 1 and uniform and lane is not None and v.type.shape[-1] != BROADCAST:  # type: ignore[union-attr]
             return X.load_expr(f"{self.vector_load(v, idx)}[{lane}]", dtype)
+        if self._stageable(idx):
+            return X.load_expr(self.staged_load(v, idx, 1), dtype)
+        self._mark_hazard()
         return X.load_expr(f"fuser_ld({self.tensor_ptr(v, False)}, {self.offset(v, idx)})", dtype)
+
+    def _mark_hazard(self) -> None:
+        """A global load made in a staged loop's body itself: the body keeps its guard."""
+        if self.s.stage is not None and self.s.stage.active:
+            self.s.stage.hazard = True
+
+    def _stageable(self, idx: Sequence[Ix]) -> bool:
+        """A load here may move to the load stage: one is open, the load is under no branch of
+        the body but vector cat pieces (all lanes alike, each piece's condition known: the
+        stage predicates the load on it) and its index reads no value the body computes."""
+        stage = self.s.stage
+        if stage is None or not stage.active or any(ix.local for ix in idx):
+            return False
+        return self.s.cond_depth == self.s.uniform_depth == len(stage.cats)
+
+    def staged_load(self, v: SSAValue, idx: Sequence[Ix], vec: int) -> str:
+        """v at idx (VEC elements from there when vec > 1), loaded by the load stage: the name of
+        this iteration's element (vec == 1) or array (vec > 1). In a vector cat's piece, the
+        load the previous pieces made of the same tensor at the same place is reused: one load
+        at the piece's offset (a select), so a thread issues one load for the cat, not one per
+        piece."""
+        stage = self.s.stage
+        assert stage is not None
+        offset = self.offset(v, idx)
+        cat = stage.cats[-1] if stage.cats else None
+        if cat is not None:
+            for k, load in enumerate(cat.loads):
+                if k not in cat.taken and load.value is v and load.vec == vec:
+                    cat.taken.add(k)
+                    load.users.append((cat.condition, offset))
+                    return f"{load.name}[{stage.slot}]"
+        self.s.counter += 1
+        load = _StagedLoad(f"pl{self.s.counter}", v, vec, [(cat.condition if cat else "", offset)])
+        stage.staged.append(load)
+        storage = X.STORAGE_TYPE[v.type.dtype]  # type: ignore[union-attr]
+        stage.decls.append(f"{storage} {load.name}[{stage.count}]" + (f"[{vec}];" if vec > 1 else ";"))
+        if cat is not None:
+            cat.taken.add(len(cat.loads))
+            cat.loads.append(load)
+        return f"{load.name}[{stage.slot}]"
+
+    def _stage_load_line(self, stage: _LoadStage, load: _StagedLoad) -> str:
+        """The load stage's line for one staged load: made where the iteration's guard holds and
+        (read by cat pieces only) one of its pieces lies, at that piece's offset."""
+        ptr = self.tensor_ptr(load.value, False)
+        conditions = [c for c, _ in load.users]
+        ok = f"fuser_in && ({' || '.join(f'({c})' for c in conditions)})" if all(conditions) else "fuser_in"
+        offset = load.users[-1][1]
+        for condition, piece_offset in reversed(load.users[:-1]):
+            offset = f"({condition}) ? ({piece_offset}) : ({offset})"
+        if load.vec > 1:
+            return f"fuser_ld_vec_if<{load.vec}>({ok}, {ptr}, {offset}, {load.name}[{stage.slot}]);"
+        return f"{load.name}[{stage.slot}] = fuser_ld_if({ok}, {ptr}, {offset});"
 
     def vector_load(self, v: SSAValue, idx: tuple[Ix, ...], hoisted: bool = False) -> str:
         """The array holding VEC consecutive elements of v's innermost dim from lane 0's index:
@@ -396,6 +517,12 @@ class KernelEmitter:
             if key in scope:
                 return scope[key]
         assert idx[-1].lane == 0, "a vector access is made at its lane 0"
+        if not hoisted and self._stageable(idx) and self.s.cond_depth == self.s.uniform_depth:
+            name = self.staged_load(v, idx, self.vec)
+            scopes[-1][key] = name
+            return name
+        if not hoisted:
+            self._mark_hazard()
         self.s.counter += 1
         name = f"vl{self.s.counter}"
         storage = X.STORAGE_TYPE[v.type.dtype]  # type: ignore[union-attr]
@@ -419,7 +546,7 @@ class KernelEmitter:
     def store_vector(self, out: SSAValue, staged: str, idx: Sequence[Ix], vec: int) -> None:
         ptr = self.tensor_ptr(out, True)
         offset = self.offset(out, tuple(ZERO if e == BROADCAST else i for e, i in zip(out.type.shape, idx)))
-        self.line(f"fuser_st_vec<{vec}>({ptr}, {offset}, {staged});")
+        self.effect(f"fuser_st_vec<{vec}>({ptr}, {offset}, {staged});")
 
     # -- what a scheduler's loop nest tells the emitter --------------------------------------
     def use_vector_lanes(self, lanes: Sequence[Ix]) -> None:
@@ -430,6 +557,77 @@ class KernelEmitter:
 
     def end_vector_lanes(self) -> None:
         self.vec, self.lanes = 1, []
+
+    def open_staged_loop(self, slot: str, count: int, header: str) -> None:
+        """Opens `#pragma unroll` + `header` (a loop over `slot` from 0 to `count`, which a full
+        unroll makes constant) whose loads will be issued by a load stage before it (see
+        _LoadStage). The caller then emits the iteration's preamble (its indices, no loads) and
+        calls `guard_staged`."""
+        assert self.s.stage is None, "load stages do not nest"
+        section = self.section()
+        self.line("#pragma unroll")
+        self.open(header)
+        self.s.stage = _LoadStage(section, header, slot, count, len(self.s.lines))
+
+    def guard_staged(self, guard: str) -> None:
+        """The iteration's preamble is complete: opens `if (guard)` (the iteration's elements
+        exist) around the body, whose loads go to the stage from here on."""
+        stage = self.s.stage
+        assert stage is not None
+        preamble = self.s.lines[stage.mark:]
+        stage.preamble = [line for line in preamble if isinstance(line, str)]
+        stage.active = len(stage.preamble) == len(preamble)  # a section there: leave its loads in place
+        stage.guard = guard
+        stage.opening = self.section()
+        self.s.indent += 1
+        self.s.memo.append({})
+
+    def effect(self, line: str, predicated: str | None = None) -> None:
+        """A statement with an effect beyond the iteration's registers (a store, an update of
+        running statistics): in a predicated staged body made only where the guard holds
+        (`predicated`, by default the line under `if (fuser_in)`)."""
+        stage = self.s.stage
+        if stage is None or not stage.active:
+            self.line(line)
+            return
+        sec = self.section()
+        stage.effects.append((sec, line, predicated or f"if (fuser_in) {{ {line} }}"))
+
+    def accumulate(self, target: str, expr: str) -> None:
+        """`target = expr;`, a running value's update: a select in a predicated staged body
+        (no branch: the body's loads stay ahead of it)."""
+        self.effect(f"{target} = {expr};", f"{target} = fuser_in ? ({expr}) : {target};")
+
+    def close_staged(self) -> None:
+        """Closes the body's `if` and loop; writes the load stage before the loop."""
+        stage = self.s.stage
+        assert stage is not None and stage.opening is not None
+        self.close()
+        self.close()
+        self.s.stage = None
+        predicated = stage.active and not stage.hazard
+        opening = stage.opening
+        if predicated:
+            opening.line("{")
+            opening.line(f"  const bool fuser_in = {stage.guard};")
+        else:
+            opening.line(f"if ({stage.guard}) {{")
+        for sec, guarded, when_predicated in stage.effects:
+            sec.line(when_predicated if predicated else guarded)
+        if not stage.staged:
+            return
+        sec = stage.section
+        for decl in stage.decls:
+            sec.line(decl)
+        sec.line("#pragma unroll")
+        sec.line(stage.header + " {")
+        sec.lines += stage.preamble
+        inner = Section(sec.indent + 1)
+        inner.line(f"const bool fuser_in = {stage.guard};")
+        for load in stage.staged:
+            inner.line(self._stage_load_line(stage, load))
+        sec.lines += inner.lines
+        sec.line("}")
 
     def enter_phase_loop(self, loop: PhaseLoop) -> None:
         """A persistent row's phase loop opens: its loads may be kept in row buffers."""
@@ -474,6 +672,7 @@ class KernelEmitter:
                 raw = f"fuser_lane0<{h.group}>({raw})"
             h.section.line(f"const {ctype} {name} = {raw};")
             scope[key] = name
+            self.hoisted_names.add(name)
         return scope[key]
 
     def emit_op(self, op: Operation, idx: tuple[Ix, ...]):
@@ -529,17 +728,41 @@ class KernelEmitter:
         return (yield read.operand, read.idx)
 
     def op_ReshapeOp(self, op: L.ReshapeOp, idx):
+        """The dims before the kept suffix (kept_suffix) re-linearised: once for every lane of
+        a vector (memoised by their indices), and before the loop when they read only its
+        outer variables (then a loop constant to the loop's loads, like a gathered row)."""
         out, inp = op.result, op.input
-        linear = "0"
-        for d in range(out.type.rank):
-            linear = f"(({linear}) * {self.extent(out, d)} + ({idx[d].text}))"
-        lin = self.tmp("long long", linear, "l")
-        src: list[Ix] = [ZERO] * inp.type.rank
-        for d in reversed(range(inp.type.rank)):
-            e = self.extent(inp, d)
-            src[d] = computed(idx, self.tmp("long long", f"{lin} % {e}", "j"))
-            lin = self.tmp("long long", f"{lin} / {e}", "l")
-        return (yield inp, src)
+        kept = kept_suffix(op)
+        head, tail = idx[:out.type.rank - kept], tuple(idx[out.type.rank - kept:])
+        heads = inp.type.rank - kept
+        if not heads:
+            return (yield inp, tail)
+        key = ("reshape", op, tuple(ix.text for ix in head))
+        h = self.hoist
+        hoisted = h is not None and not self.s.cond_depth and depends_only_on(head, h.allowed)
+        scopes = self.s.memo[:h.memo_level + 1] if hoisted else self.s.memo
+        found = next((scope[key] for scope in reversed(scopes) if key in scope), None)
+        if found is None:
+            write = h.section.line if hoisted else self.line
+            linear = "0"
+            for d in range(out.type.rank - kept):
+                linear = f"(({linear}) * {self.extent(out, d)} + ({head[d].text}))"
+            self.s.counter += 1
+            lin = f"l{self.s.counter}"
+            write(f"const long long {lin} = {linear};")
+            names = []
+            for d in reversed(range(heads)):
+                e = self.extent(inp, d)
+                self.s.counter += 1
+                name, rest = f"j{self.s.counter}", f"l{self.s.counter}"
+                write(f"const long long {name} = {lin} % {e};")
+                write(f"const long long {rest} = {lin} / {e};")
+                names.append(name)
+                lin = rest
+            found = scopes[-1][key] = tuple(reversed(names))
+        place = (lambda n: gathered(head, ("reshape", op, structural_key(head), n), n)) if hoisted else \
+            (lambda n: computed(head, n))
+        return (yield inp, tuple(place(n) for n in found) + tail)
 
     def op_SliceOp(self, op: R.SliceOp, idx):
         steps = op.steps.get_values()
@@ -592,7 +815,8 @@ class KernelEmitter:
         for k, v in enumerate(op.inputs):
             end = f"({offset} + {self.extent(v, dim)})"
             keyword = "if" if k == 0 else "else if"
-            header = f"{keyword} ({idx[dim].text} < {end})" if k < len(op.inputs) - 1 else "else"
+            # the last piece is the `else`; a cat of one tensor has only it, a plain block
+            header = f"{keyword} ({idx[dim].text} < {end})" if k < len(op.inputs) - 1 else "else" if k else ""
             self.open(header)
             src = list(idx)
             src[dim] = shifted(idx[dim], ("cat", op, k), f"({idx[dim].text} - {offset})")
@@ -616,11 +840,23 @@ class KernelEmitter:
         names = [f"c{self.s.counter}_{j}" for j in range(self.vec)]
         self.line(f"{t} {', '.join(names)};")
         lanes = [idx[:dim] + (lane,) + idx[dim + 1:] for lane in self.lanes]
+        stage = self.s.stage if self._stageable(()) else None
+        outer = stage.cats[-1].condition if stage is not None and stage.cats else ""
+        if stage is not None:
+            stage.cats.append(_CatPieces())
         self.s.cond_depth += 1
         self.s.uniform_depth += 1
         for k, (v, start) in enumerate(zip(op.inputs, starts)):
             keyword = "if" if k == 0 else "else if"
-            header = f"{keyword} ({idx[dim].text} < {starts[k + 1]}LL)" if k < len(op.inputs) - 1 else "else"
+            header = (f"{keyword} ({idx[dim].text} < {starts[k + 1]}LL)" if k < len(op.inputs) - 1
+                      else "else" if k else "")
+            if stage is not None:  # where this piece lies, for the loads the stage makes for it
+                at = idx[dim].text
+                lies = [f"{at} >= {start}LL"] if k else []
+                lies += [f"{at} < {starts[k + 1]}LL"] if k < len(op.inputs) - 1 else []
+                piece = stage.cats[-1]
+                piece.condition = " && ".join(([f"({outer})"] if outer else []) + lies) or outer
+                piece.taken = set()
             self.open(header)
             for name, lane_idx in zip(names, lanes):
                 src = list(lane_idx)
@@ -631,27 +867,80 @@ class KernelEmitter:
             self.close()
         self.s.uniform_depth -= 1
         self.s.cond_depth -= 1
+        if stage is not None:
+            stage.cats.pop()
         for name, lane_idx in zip(names[1:], lanes[1:]):
             self.s.memo[-1][(op.result, lane_idx)] = name
         return names[0]
 
     # gather family
     def _lookup(self, op, idx, index_idx) -> str:
-        position = yield op.index, index_idx
-        checked = self.checked_index(op, position, self.extent(op.input, op.axis))
+        h = self.hoist
+        if h is not None and not self.s.cond_depth and depends_only_on(index_idx, h.allowed):
+            # An index read at the loop's outer variables only (a token id, an iota's position):
+            # computed once, before the loop, where its loads would be hoisted anyway.
+            saved = self._enter_hoist_section()
+            try:
+                position = yield op.index, index_idx
+            finally:
+                self._leave_hoist_section(saved)
+            self.hoisted_names.add(position)
+        else:
+            position = yield op.index, index_idx
         src = list(idx)
-        src[op.axis] = computed(index_idx, checked)
+        hoisted = self._hoisted_position(op, position)
+        if hoisted is not None:
+            # The index was loaded before the loop (a token id per row: an embedding): checked
+            # there too, its position is a loop constant, and the gathered row's elements load
+            # like any other's (in the load stage, as vectors along the row).
+            src[op.axis] = gathered(index_idx, ("gathered", op, structural_key(index_idx)), hoisted)
+        else:
+            src[op.axis] = computed(index_idx, self.checked_index(op, position, self.extent(op.input, op.axis)))
         return (yield op.input, src)
+
+    def _enter_hoist_section(self) -> tuple:
+        """From here, lines go to the hoist section and values are memoised at its level."""
+        h = self.hoist
+        assert h is not None
+        saved = (self.s.lines, self.s.indent, self.s.memo, self.s.stage)
+        self.s.lines, self.s.indent = h.section.lines, h.section.indent  # type: ignore[assignment]
+        self.s.memo = self.s.memo[:h.memo_level + 1]
+        self.s.stage = None
+        return saved
+
+    def _leave_hoist_section(self, saved: tuple) -> None:
+        self.s.lines, self.s.indent, self.s.memo, self.s.stage = saved
+
+    def _hoisted_position(self, op, position: str) -> str | None:
+        """`position` checked in the hoist section, when it is a value hoisted there."""
+        h = self.hoist
+        if h is None or self.s.cond_depth or position not in self.hoisted_names:
+            return None
+        key = ("checked", op, position)
+        scope = self.s.memo[h.memo_level]
+        if key not in scope:
+            self.s.counter += 1
+            name = f"ix{self.s.counter}"
+            h.section.line(f"const long long {name} = {self._checked_expr(op, position, self.extent(op.input, op.axis))};")
+            scope[key] = name
+        return scope[key]
+
+    def _checked_expr(self, op, position: str, extent: str) -> str:
+        if not self.options.index_checks:
+            return f"(long long)({position})"
+        err = self.param(("index_error",), "long long* __restrict__", "index_error", "err")
+        return f"fuser_checked_index({err}, {index_site(op)}, (long long)({position}), {extent})"
 
     def checked_index(self, op, position: str, extent: str) -> str:
         """The index `position` of `op`, checked in the kernel against `extent` (a fault is
         recorded and 0 read instead: lowering/execution/index_errors.py); unchecked under the disable
         option `kernel_index_checks`."""
-        if not self.options.index_checks:
-            return self.tmp("long long", f"(long long)({position})", "ix")
-        err = self.param(("index_error",), "long long* __restrict__", "index_error", "err")
-        site = index_site(op)
-        return self.tmp("long long", f"fuser_checked_index({err}, {site}, (long long)({position}), {extent})", "ix")
+        key = ("checked", op, position)  # once for every lane of a vector (one gathered row)
+        for scope in reversed(self.s.memo):
+            if key in scope:
+                return scope[key]
+        name = self.s.memo[-1][key] = self.tmp("long long", self._checked_expr(op, position, extent), "ix")
+        return name
 
     def op_GatherOp(self, op: G.GatherOp, idx):
         return (yield from self._lookup(op, idx, idx))
@@ -753,7 +1042,7 @@ class KernelEmitter:
         dtype = v.type.dtype  # type: ignore[union-attr]
         ptr = self.tensor_ptr(v, True)
         offset = self.offset(v, tuple(ZERO if e == BROADCAST else i for e, i in zip(v.type.shape, idx)))
-        self.line(f"fuser_st({ptr}, {offset}, {X.store_expr(value, dtype)});")
+        self.effect(f"fuser_st({ptr}, {offset}, {X.store_expr(value, dtype)});")
 
     def unravel(self, value: SSAValue, dims: Sequence[int], linear: str, prefix: str) -> dict[int, Ix]:
         """Loop variables `<prefix><d>` of `dims` of `value` from a row-major linear index.
@@ -812,9 +1101,26 @@ def _permute(op: L.PermuteOp, idx):
     return [Read(op.input, tuple(src))]
 
 
+def kept_suffix(op: L.ReshapeOp) -> int:
+    """How many trailing dims a reshape leaves as they are (equal static extents on both sides,
+    a broadcast dim nowhere among them): those read the input at the output's own index; the
+    dims before them are re-linearised ([B, T, H] <-> [B * T, H] keeps H)."""
+    out, inp = op.result.type, op.input.type
+    kept = 0
+    while kept < min(out.rank, inp.rank):  # type: ignore[union-attr]
+        a, b = out.static_extent(out.rank - 1 - kept), inp.static_extent(inp.rank - 1 - kept)  # type: ignore[union-attr]
+        if a is None or a != b or BROADCAST in (out.shape[out.rank - 1 - kept], inp.shape[inp.rank - 1 - kept]):  # type: ignore[union-attr]
+            break
+        kept += 1
+    return kept
+
+
 def _reshape(op: L.ReshapeOp, idx):
-    position = computed(idx)
-    return [Read(op.input, (position,) * op.input.type.rank)]
+    kept = kept_suffix(op)
+    out_rank, in_rank = op.result.type.rank, op.input.type.rank  # type: ignore[union-attr]
+    head = idx[:out_rank - kept]
+    position = computed(head)
+    return [Read(op.input, (position,) * (in_rank - kept) + tuple(idx[out_rank - kept:]))]
 
 
 def static_slice_start(op: R.SliceOp, d: int) -> int | None:

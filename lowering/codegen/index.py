@@ -63,6 +63,13 @@ def computed(parts: Iterable[Ix], text: str | None = None) -> Ix:
     return Ix(dims, None, True, None, text)
 
 
+def gathered(parts: Iterable[Ix], key: Hashable, text: str | None = None) -> Ix:
+    """A position read from an index loaded before the loop (a gather by a per-row index):
+    computed once, outside the loop, so a loop constant to the loop's loads (not `local`)."""
+    dims: frozenset[int] = frozenset().union(*(p.dims for p in parts))
+    return Ix(dims, None, False, key, text)
+
+
 def depends_only_on(idx: Sequence[Ix], allowed: frozenset[int] | set[int]) -> bool:
     """Every component reads only the loop variables of `allowed` dims (and no temporaries)."""
     return all(not ix.local and ix.dims <= allowed for ix in idx)

@@ -5,9 +5,10 @@ schedule; this module only puts it between the prelude and the host launcher. Ke
 are described in each unit's module.
 
 A source starts with one `#define` per header family its dtypes or ops need
-(cuda_exprs.HEADER_MACRO, OP_HEADER_MACRO), so NVRTC parses cuda_fp16.h / cuda_bf16.h only for
-kernels with 16-bit floats, and only kernels with random ops carry the Philox header: decided
-here from the plan's values and ops, never by searching the C text."""
+(cuda_exprs.HEADER_MACRO, OP_HEADER_MACRO), so only kernels with 16-bit floats or fp8 carry
+fuser's own types for them (runtime/fuser_f16.h; no program includes a CUDA header), and only
+kernels with random ops carry the Philox header: decided here from the plan's values and ops,
+never by searching the C text."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from fuser.lowering.codegen import cuda_exprs as X
 from fuser.lowering.codegen.emit_cuda import EmitOptions, EmittedKernel
 from fuser.lowering.runtime import prelude
 from fuser.lowering.codegen.kernel import KernelPlan
+from fuser.lowering.device import DEFAULT, check_parameter_bytes, parameter_bytes
 
 
 def header_macros(plan: KernelPlan) -> frozenset[str]:
@@ -44,6 +46,17 @@ def _dtype(value: SSAValue) -> str | None:
         return None
 
 
+_PARAM_SIZES = {"double": 8, "long long": 8, "unsigned long long": 8, "float": 4, "int": 4, "unsigned": 4,
+                "bool": 1, "__half": 2, "__nv_bfloat16": 2}
+
+
+def param_size(ctype: str) -> int:
+    """Bytes of a kernel parameter of C type `ctype` (a pointer: 8)."""
+    if "*" in ctype:
+        return 8
+    return _PARAM_SIZES.get(" ".join(ctype.replace("const", " ").split()), 16)
+
+
 def source_head(macros: Iterable[str]) -> str:
     """What every kernel source of a program starts with: its macros, the prelude, the support
     functions. Kernels rendered with the same macros share it (one program per fusion)."""
@@ -58,6 +71,9 @@ def render(plan: KernelPlan, schedule, macros: Iterable[str] | None = None,
     index_checks: gather/scatter indices are checked in the kernel (lowering/execution/index_errors.py)."""
     body = plan.unit.emit(plan, schedule, EmitOptions(index_checks=index_checks))
     name = plan.name
+    # What NVRTC would refuse ("formal parameter space overflowed") is refused here, on every
+    # backend; segmentation keeps kernels within it (schedulers/__init__.py PARAMETER_BUDGET).
+    check_parameter_bytes(DEFAULT, name, parameter_bytes([param_size(p.ctype) for p in body.params]))
     bounds = f"{schedule.block}, {body.min_blocks_per_sm}" if body.min_blocks_per_sm else f"{schedule.block}"
     signature = ",\n    ".join(f"{p.ctype} {p.name}" for p in body.params)
     source = "\n".join([

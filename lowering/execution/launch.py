@@ -57,6 +57,32 @@ class IndexErrorWord:
 
 
 @dataclass(frozen=True)
+class Pass:
+    """Argument source: which launch of a kernel's passes this is (0, 1, ...: SchedulerUnit.passes),
+    an int constant of each pass's launch (`pass_arguments`)."""
+
+
+def pass_arguments(values: Sequence[object], k: int) -> list[object]:
+    """`values` (arguments or sources) with each Pass the int constant of pass `k`."""
+    return [np.int32(k) if isinstance(v, Pass) else v for v in values]
+
+
+class MultiPassLaunch:
+    """The bound launches of a kernel's passes, called in order on the same pointers (so a
+    workspace the first pass writes is the one the next reads); returns the summed byte counts
+    where the backend counts them."""
+
+    def __init__(self, launches: Sequence):
+        self.launches = tuple(launches)
+
+    def __call__(self, pointers: Sequence[int], stream=None):
+        counts = [launch(pointers, stream) for launch in self.launches]
+        if counts[0] is None:
+            return None
+        return tuple(sum(c[i] for c in counts) for i in range(2))
+
+
+@dataclass(frozen=True)
 class RngState:
     """Argument source: a pointer to a random op's (seed, offset), two 8-byte words in a buffer
     made for every call, so that neither the compiled kernel nor a launch plan holds them (a new
@@ -89,6 +115,12 @@ def _workspace(launcher: "Launcher", p: Param):
     return PerLaunch(1 + p.dim * launcher.grid[0])
 
 
+def _column_workspace(launcher: "Launcher", p: Param):
+    # A counter per blockIdx.x, then `dim` words of partials per block (schedulers/rows/columns.py).
+    grid = launcher.grid
+    return PerLaunch(grid[0] + p.dim * grid[0] * grid[1])
+
+
 def _scalar(launcher: "Launcher", p: Param):
     value = launcher.rt.scalars[p.value]
     if value is None:
@@ -104,8 +136,10 @@ ARGUMENT_SOURCES = {
     "scalar": _scalar,
     "slice_start": lambda launcher, p: np.int64(launcher.slice_facts[p.op].bounds[2 * p.dim]),
     "workspace": _workspace,
+    "column_workspace": _column_workspace,
     "rng": _rng_state,
     "index_error": lambda launcher, p: IndexErrorWord(),
+    "pass": lambda launcher, p: Pass(),
 }
 """Param.kind -> (launcher, param) -> the argument's source (see the module doc)."""
 
@@ -121,6 +155,8 @@ class KernelLaunch:
     sources: tuple
     allocates: tuple
     """The values whose buffers are allocated just before this launch (its plan's outputs)."""
+    passes: int = 1
+    """Launches of the kernel per call, on the same arguments but the Pass (a split scan's two)."""
 
 
 @dataclass(frozen=True)
@@ -241,17 +277,22 @@ class Launcher:
             if grid is not None:
                 self.grid = grid
                 sources = tuple(self.source(p) for p in kernel.params)
-                args = [self.argument(s) for s in sources]
-                try:
-                    stats = module.launch(kernel.name, grid, block, args, needs_sync=kernel.needs_sync,
-                                          shared_bytes=kernel.shared_bytes, stream=self.mem.stream)
-                except MemcheckError as e:
-                    raise named(e, kernel.params, self.compiled, self.rt) from None
-                if any(isinstance(s, IndexErrorWord) for s in sources):
-                    self.mem.after_checked_launch(self.compiled.index_records)
-                if stats is not None:  # backends that count global bytes
-                    loaded, stored = stats.bytes_loaded, stats.bytes_stored
-                launches.append(KernelLaunch(kernel, module, tuple(grid), (block, 1, 1), sources, tuple(plan.outputs)))
+                args = [s if isinstance(s, Pass) else self.argument(s) for s in sources]
+                passes = plan.unit.passes(plan, kernel.schedule)
+                for k in range(passes):
+                    try:
+                        stats = module.launch(kernel.name, grid, block, pass_arguments(args, k),
+                                              needs_sync=kernel.needs_sync, shared_bytes=kernel.shared_bytes,
+                                              stream=self.mem.stream)
+                    except MemcheckError as e:
+                        raise named(e, kernel.params, self.compiled, self.rt) from None
+                    if any(isinstance(s, IndexErrorWord) for s in sources):
+                        self.mem.after_checked_launch(self.compiled.index_records)
+                    if stats is not None:  # backends that count global bytes
+                        loaded = (loaded or 0) + stats.bytes_loaded
+                        stored = (stored or 0) + stats.bytes_stored
+                launches.append(KernelLaunch(kernel, module, tuple(grid), (block, 1, 1), sources, tuple(plan.outputs),
+                                             passes))
             else:
                 if backend.counts_bytes:
                     loaded = stored = 0

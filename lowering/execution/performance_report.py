@@ -6,10 +6,14 @@ benchmark tables read it.
 
 Resources come from ptxas when a CUDA compiler is installed (NVRTC's or nvcc's `-v` report,
 compiled for the device's architecture; no GPU needed), else from the scheduler's estimate,
-and the report says which."""
+and the report says which. The bytes a thread keeps in flight come from the same cubin's SASS
+(lowering/backends/sass.py: loads issued before the first use of any of them, in the loops a
+thread spends its time in); where nvdisasm cannot run, from the schedule's intent, and the
+report says so (`in_flight_from`). Both figures are reported."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from fuser.lowering.device import DeviceSpec, profile
@@ -32,17 +36,33 @@ class KernelPerformance:
     load_bytes: int
     """Width of the widest global access (from the PTX; the schedule's when not compiled)."""
     in_flight_per_sm: int
+    """Bytes of loads in flight per busy SM, as the prediction takes it: from the SASS where it
+    was read (`in_flight_from`), else the schedule's intent."""
     dram_bytes: int
     min_bytes: int
     predicted_s: float
     fraction_of_copy: float
     limiter: str
+    in_flight_from: str = "schedule"
+    """"sass" (counted in the compiled kernel: lowering/backends/sass.py) or "schedule" (the
+    schedule's intent: unroll x vector), with why the SASS was not read."""
+    schedule_in_flight_per_sm: int = 0
+    """What the schedule means to keep in flight per SM (unroll x vector x resident threads)."""
+    sass_in_flight_per_sm: int | None = None
+    """What the SASS keeps in flight per SM (None: not read)."""
+    local_memory_accesses: int | None = None
+    """LDL/STL instructions in the SASS (spills, run-time indexed arrays); None: not read."""
+    stack_bytes: int = 0
+    """ptxas's stack frame."""
 
     def describe(self) -> str:
+        schedule = (f"; the schedule means {self.schedule_in_flight_per_sm / 1024:.1f}"
+                    if self.schedule_in_flight_per_sm != self.in_flight_per_sm else "")
         return (f"{self.device}: {self.predicted_s * 1e6:.1f} us predicted ({100 * self.fraction_of_copy:.0f}% of copy, "
                 f"{self.limiter}); {self.registers} registers ({self.resources_from}), {self.spill_bytes} B spilled, "
                 f"{self.shared_bytes} B shared, {self.ctas_per_sm} CTA/SM, {self.warps_per_sm} warps/SM, "
-                f"{self.load_bytes} B loads, {self.in_flight_per_sm / 1024:.1f} KiB in flight/SM")
+                f"{self.load_bytes} B loads, {self.in_flight_per_sm / 1024:.1f} KiB in flight/SM "
+                f"(from the {self.in_flight_from}{schedule})")
 
 
 @dataclass(frozen=True)
@@ -64,6 +84,19 @@ def _ptxas(source: str, name: str, arch: str):
         return ptxas_reports(source, arch).get(name), access_widths(source, arch).get(name)
     except (cc.CompilerUnavailable, FuserError):
         return None, None
+
+
+def _sass(source: str, name: str, arch: str):
+    """(the kernel's SassReport, "") or (None, why it was not read)."""
+    from fuser.lowering.backends import compile as cc
+    from fuser.lowering.backends.resources import sass_of
+    from fuser.lowering.backends.sass import SassUnavailable
+
+    try:
+        report = sass_of(source, arch).get(name)
+    except (cc.CompilerUnavailable, FuserError, SassUnavailable) as e:
+        return None, str(e).splitlines()[0] if str(e) else type(e).__name__
+    return (report, "") if report is not None else (None, f"no SASS for {name} in the cubin")
 
 
 def kernel_dram_bytes(inputs: ModelInputs, block: int, device: DeviceSpec | str = "h100") -> int | None:
@@ -96,13 +129,25 @@ def kernel_performance(inputs: ModelInputs, name: str, grid: tuple[int, int, int
     if traffic is None:
         return None
     blocks = grid[0] * grid[1] * grid[2]
+    intended = predict(spec, blocks, block, resources, traffic)
+    sass, why_not = _sass(inputs.source, name, spec.arch)
+    if sass is not None and sass.global_loads:
+        # What the compiled code keeps in flight, not what the schedule means to.
+        traffic = dataclasses.replace(traffic, in_flight_per_thread=sass.in_flight_per_thread)
+        source_of_flight = "sass"
+    else:
+        source_of_flight = "schedule" + (f" ({why_not})" if why_not else " (the SASS has no global loads)")
     prediction = predict(spec, blocks, block, resources, traffic)
     load = widths[0] if widths else traffic.access_bytes
     return KernelPerformance(
         spec.name, inputs.schedule.describe(), resources.registers, resources.spill_bytes,  # type: ignore[attr-defined]
         resources.shared_bytes, "ptxas" if resources.measured else "estimate", prediction.ctas_per_sm,
         prediction.warps_per_sm, load, prediction.in_flight_per_sm, traffic.dram_bytes,
-        traffic.min_bytes or traffic.dram_bytes, prediction.seconds, prediction.fraction_of_copy, prediction.limiter)
+        traffic.min_bytes or traffic.dram_bytes, prediction.seconds, prediction.fraction_of_copy, prediction.limiter,
+        source_of_flight, intended.in_flight_per_sm,
+        prediction.in_flight_per_sm if sass is not None and sass.global_loads else None,
+        sass.local_loads + sass.local_stores if sass is not None else None,
+        report.stack_bytes if report is not None else 0)
 
 
 __all__ = ["KernelPerformance", "ModelInputs", "kernel_dram_bytes", "kernel_performance"]

@@ -2,9 +2,9 @@
 //
 // The emitter prepends this file's TEXT (it does not #include it), so NVRTC needs no include path
 // for it. The same kernel text then compiles in two modes:
-//   GPU mode  NVRTC or nvcc (__CUDACC__): plain CUDA; needs <cuda_fp16.h> and <cuda_bf16.h> only
-//             when the source first defines FUSER_NEED_F16 (a kernel with 16-bit floats:
-//             lowering/codegen/render.py); without them NVRTC needs no headers at all.
+//   GPU mode  NVRTC or nvcc (__CUDACC__): plain CUDA that includes no header (the 16-bit and
+//             fp8 types are fuser_f16.h's, pasted in for a source that defines FUSER_NEED_F16 or
+//             FUSER_NEED_FP8: lowering/codegen/render.py), so NVRTC needs no include path.
 //   CPU mode  g++ -std=c++20 -fopenmp -DFUSER_CPU -I<this directory> (lowering/backends/cpu_runtime.py):
 //             this file includes fuser_cpu_emu.h, which emulates the CUDA subset below.
 //
@@ -19,6 +19,8 @@
 //     void fuser_st(T* ptr, I idx, T value)                  ptr[idx] = value (value converts to T)
 //     void fuser_ld_vec<N>(const T* ptr, I idx, T* out)      out[0..N) = ptr[idx..idx+N)
 //     void fuser_st_vec<N>(T* ptr, I idx, const T* in)       ptr[idx..idx+N) = in[0..N)
+//     T    fuser_ld_if(bool ok, const T* ptr, I idx)         ok ? ptr[idx] : T()  (no access if !ok)
+//     void fuser_ld_vec_if<N>(bool ok, const T* ptr, I idx, T* out)   the same, N elements
 //       I: any integer type. The vector forms are ONE access of N*sizeof(T) in {2,4,8,16} bytes:
 //       ptr+idx must be aligned to that size (a misaligned access faults on the GPU and is
 //       reported as an error on the CPU).
@@ -36,11 +38,15 @@
 //   Math            <math.h> float and double functions (expf, tanhf, ... and the float
 //                   overloads exp(float), ...), fmaxf, fminf, max/min, rsqrtf, rsqrt, __expf,
 //                   __logf, __fdividef, __frcp_rn, __fsqrt_rn, __saturatef, __int_as_float,
-//                   __float_as_int, __popc, __clz, __ffs, INFINITY, NAN, CUDART_INF_F, CUDART_NAN_F.
+//                   __float_as_int, __popc, __clz, __ffs, INFINITY, NAN, CUDART_INF_F, CUDART_NAN_F;
+//                   __float2int_rn/rz/rd/ru, __double2int_rz, __float2ll_rz, __double2ll_rz
+//                   (saturating, NaN -> 0, as cvt on the GPU).
 //   16-bit floats   __half, __nv_bfloat16; __float2half(_rn), __half2float, __float2bfloat16(_rn),
 //                   __bfloat162float (round-to-nearest-even); __hadd/__hmul/... and + - * / on
 //                   two values of one type. Compute in float and convert explicitly: mixing
-//                   __half with float in one expression is ambiguous in CUDA.
+//                   __half with float in one expression is ambiguous in CUDA. On the GPU these
+//                   are fuser_f16.h's (FUSER_NEED_F16): a source must not also include
+//                   cuda_fp16.h / cuda_bf16.h / cuda_fp8.h, which define the same names.
 //   Not emulated    CUDA vector types (float4, ...; use fuser_ld_vec), textures, cooperative groups,
 //                   clusters, async copies, threads spinning on values other threads write.
 //
@@ -48,7 +54,8 @@
 //   CpuModule.from_source(source).launch("k", grid, block, [arrays and numpy scalars],
 //                                        needs_sync=<kernel uses any Sync op>, dynamic_smem_bytes=...)
 //   returns the bytes loaded/stored through the accessors above; deadlocks, barrier divergence and
-//   misaligned vector accesses raise lowering.errors.LaunchError. Compiled with -DFUSER_MEMCHECK
+//   misaligned vector accesses raise lowering.errors.LaunchError; a launch the GPU would refuse
+//   (static + dynamic shared memory, parameter bytes: lowering/device.py) LaunchLimitError. Compiled with -DFUSER_MEMCHECK
 //   (FUSER_MEMCHECK=1), every accessor first checks that its elements lie inside the pointer
 //   parameter ptr came from; a violation raises lowering.errors.MemcheckError instead.
 #ifndef FUSER_PRELUDE_CUH
@@ -73,13 +80,11 @@
 #define FUSER_CHECK_ACCESS(ptr, idx, n, what) ((void)0)
 #endif
 #else
-#if defined(FUSER_NEED_F16)  // parsing them is ~10 ms of NVRTC time a program
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-#endif
-#if defined(FUSER_NEED_FP8)  // only the storage types: conversions are fuser_fp8.h's (torch's)
-#include <cuda_fp8.h>
-#endif
+// __half, __nv_bfloat16 and the fp8 storage types: fuser's own (fuser_f16.h), never the
+// toolkit's headers, which cost NVRTC 10-30 ms a program to parse and an include path. For a
+// source defining FUSER_NEED_F16 or FUSER_NEED_FP8 runtime.prelude() pastes the header's text
+// in place of this line; for any other it drops the line.
+#include "fuser_f16.h"
 #define FUSER_COUNT_LOAD(bytes) ((void)0)
 #define FUSER_COUNT_STORE(bytes) ((void)0)
 #define FUSER_CHECK_ACCESS(ptr, idx, n, what) ((void)0)
@@ -169,6 +174,74 @@ __device__ __forceinline__ void fuser_ld_vec(const T* ptr, I idx, T* out) {
   for (int k = 0; k < N; ++k) out[k] = ptr[idx + k];
 #else
   const fuser_vec<T, N> v = *reinterpret_cast<const fuser_vec<T, N>*>(ptr + idx);
+#pragma unroll
+  for (int k = 0; k < N; ++k) out[k] = v.v[k];
+#endif
+}
+
+// Predicated loads (a loop's load stage: lowering/codegen/emit_cuda.py _LoadStage): the access
+// is made only when `ok`, else the elements are T() and nothing is read. On the GPU one
+// predicated `ld.global.nc` (inline PTX: NVVM would make `if (ok)` a branch around the load,
+// and ptxas then schedules each load in its own block, used before the next is issued), so
+// the stage's loads stay one run of LDGs.
+#if !defined(FUSER_CPU)
+template <int B>
+__device__ __forceinline__ void fuser_ld_pred(bool ok, const void* p, void* out) {
+  if constexpr (B == 16) {
+    unsigned int a = 0, b = 0, c = 0, d = 0;
+    asm volatile("{\n .reg .pred q;\n setp.ne.b32 q, %4, 0;\n @q ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%5];\n}"
+                 : "+r"(a), "+r"(b), "+r"(c), "+r"(d) : "r"((int)ok), "l"(p));
+    unsigned int* w = reinterpret_cast<unsigned int*>(out);
+    w[0] = a; w[1] = b; w[2] = c; w[3] = d;
+  } else if constexpr (B == 8) {
+    unsigned long long a = 0;
+    asm volatile("{\n .reg .pred q;\n setp.ne.b32 q, %1, 0;\n @q ld.global.nc.u64 %0, [%2];\n}"
+                 : "+l"(a) : "r"((int)ok), "l"(p));
+    *reinterpret_cast<unsigned long long*>(out) = a;
+  } else if constexpr (B == 4) {
+    unsigned int a = 0;
+    asm volatile("{\n .reg .pred q;\n setp.ne.b32 q, %1, 0;\n @q ld.global.nc.u32 %0, [%2];\n}"
+                 : "+r"(a) : "r"((int)ok), "l"(p));
+    *reinterpret_cast<unsigned int*>(out) = a;
+  } else if constexpr (B == 2) {
+    unsigned short a = 0;
+    asm volatile("{\n .reg .pred q;\n setp.ne.b32 q, %1, 0;\n @q ld.global.nc.u16 %0, [%2];\n}"
+                 : "+h"(a) : "r"((int)ok), "l"(p));
+    *reinterpret_cast<unsigned short*>(out) = a;
+  } else {
+    static_assert(B == 1, "fuser_ld_pred: 1, 2, 4, 8 or 16 bytes");
+    unsigned short a = 0;
+    asm volatile("{\n .reg .pred q;\n setp.ne.b32 q, %1, 0;\n @q ld.global.nc.u8 %0, [%2];\n}"
+                 : "+h"(a) : "r"((int)ok), "l"(p));
+    *reinterpret_cast<unsigned char*>(out) = (unsigned char)a;
+  }
+}
+#endif
+
+template <class T, class I>
+__device__ __forceinline__ T fuser_ld_if(bool ok, const T* ptr, I idx) {
+#if defined(FUSER_CPU)
+  return ok ? fuser_ld(ptr, idx) : T();
+#else
+  fuser_vec<T, 1> v;
+  fuser_ld_pred<(int)sizeof(T)>(ok, ptr + idx, &v);
+  return v.v[0];
+#endif
+}
+
+template <int N, class T, class I>
+__device__ __forceinline__ void fuser_ld_vec_if(bool ok, const T* ptr, I idx, T* out) {
+#if defined(FUSER_CPU)
+  if (ok) {
+    fuser_ld_vec<N>(ptr, idx, out);
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; ++k) out[k] = T();
+  }
+#else
+  static_assert(fuser_vec_ok<T, N>(), "fuser_ld_vec_if: N*sizeof(T) must be 2, 4, 8 or 16 bytes");
+  fuser_vec<T, N> v;
+  fuser_ld_pred<(int)(sizeof(T) * N)>(ok, ptr + idx, &v);
 #pragma unroll
   for (int k = 0; k < N; ++k) out[k] = v.v[k];
 #endif

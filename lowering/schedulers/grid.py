@@ -39,8 +39,12 @@ class Accumulator:
     kind: C.ReductionKind
     identity: str
 
+    def combined(self, value: str) -> str:
+        """The accumulator with `value` folded in (an expression)."""
+        return f"{X.reduction_combine(self.kind)}({self.name}, ({self.ctype}){value})"
+
     def combine(self, value: str) -> str:
-        return f"{self.name} = {X.reduction_combine(self.kind)}({self.name}, ({self.ctype}){value});"
+        return f"{self.name} = {self.combined(value)};"
 
     def block_reduce(self) -> str:
         return (f"{self.name} = fuser_block_reduce({self.name}, {FUNCTOR[self.kind]}(), {self.identity}, "

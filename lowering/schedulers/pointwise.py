@@ -20,6 +20,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fuser_dialect import ops_resize as R
 from fuser_dialect.types import DYNAMIC, numpy_dtype
 from fuser.lowering.codegen.analysis import GroupAccess, global_loads
 from fuser.lowering.codegen.index import loop_var, vector_lane
@@ -172,32 +173,48 @@ def _in_flight(plan: KernelPlan, schedule: PointwiseSchedule) -> list[int]:
         rank = outputs[0].type.rank  # type: ignore[union-attr]
         loads = global_loads(plan.analysis.produced, [(out, [loop_var(d) for d in range(rank)]) for out in outputs])
         total = 0
+        alternatives = set()
         for load in loads:
             used = frozenset().union(*(ix.dims for ix in load.idx))
             if outer and not any(d < outer for d in used):
                 continue  # hoisted: loaded once per thread, before the outer loop
             lanes = vec if load.value in (access.vector_values or ()) else 1
+            if load.conditional:
+                # The pieces of a cat (or a pad's inside) that read one tensor: a thread makes one
+                # of these loads (the load stage shares one load between a cat's pieces).
+                if (load.value, lanes) in alternatives:
+                    continue
+                alternatives.add((load.value, lanes))
             total += numpy_dtype(load.value.type.dtype).itemsize * lanes  # type: ignore[union-attr]
         sizes.append(total)
     return sizes
 
 
-def _open_unrolled(em: KernelEmitter, var: str, start: str, end: str, stride: str, unroll: int) -> None:
-    """`for (var = start; var < end; var += stride)`, `unroll` iterations a step: the step's
-    iterations are independent, so their loads are all issued before the first is used."""
-    if unroll == 1:
+def _open_unrolled(em: KernelEmitter, var: str, start: str, end: str, stride: str, unroll: int,
+                   hot: bool = True) -> bool:
+    """`for (var = start; var < end; var += stride)`, `unroll` iterations a step. The loop a
+    thread spends its time in (`hot`) is a staged loop (KernelEmitter.open_staged_loop): the
+    step's iterations are independent, and all their loads are issued before the first is used
+    (with unroll 1 where the kernel has a cat: its pieces then share one load). True when
+    staged: the caller then emits the iteration's indices and calls `_guard_unrolled`."""
+    if not hot or (unroll == 1 and not any(isinstance(op, R.CatOp) for op in em.plan.ops)):
         em.open(f"for (long long {var} = {start}; {var} < {end}; {var} += {stride})")
-        return
+        return False
     em.open(f"for (long long {var}_step = {start}; {var}_step < {end}; {var}_step += {unroll}LL * {stride})")
-    em.line("#pragma unroll")
-    em.open(f"for (int {var}_u = 0; {var}_u < {unroll}; ++{var}_u)")
+    em.open_staged_loop(f"{var}_u", unroll, f"for (int {var}_u = 0; {var}_u < {unroll}; ++{var}_u)")
     em.line(f"const long long {var} = {var}_step + {var}_u * {stride};")
-    em.open(f"if ({var} < {end})")
+    return True
 
 
-def _close_unrolled(em: KernelEmitter, unroll: int) -> None:
-    for _ in range(1 if unroll == 1 else 3):
-        em.close()
+def _guard_unrolled(em: KernelEmitter, var: str, end: str, staged: bool) -> None:
+    if staged:
+        em.guard_staged(f"{var} < {end}")
+
+
+def _close_unrolled(em: KernelEmitter, staged: bool) -> None:
+    if staged:
+        em.close_staged()
+    em.close()
 
 
 def _emit_group(em: KernelEmitter, outputs, k: int, vec: int, unroll: int = 1) -> None:
@@ -206,8 +223,8 @@ def _emit_group(em: KernelEmitter, outputs, k: int, vec: int, unroll: int = 1) -
     em.open("")  # a C scope per group: each declares its own `inner`, `outer` and index variables
     em.line(f"const long long inner = {em.numel(dom, range(k, rank))}" + (f" / {vec};" if vec > 1 else ";"))
     # The loop a thread spends its time in (the outer one when there is one) is unrolled.
-    _open_unrolled(em, "lin", "(long long)blockIdx.x * blockDim.x + threadIdx.x", "inner",
-                   "(long long)gridDim.x * blockDim.x", 1 if k else unroll)
+    inner_staged = _open_unrolled(em, "lin", "(long long)blockIdx.x * blockDim.x + threadIdx.x", "inner",
+                                  "(long long)gridDim.x * blockDim.x", unroll, hot=not k)
     if vec > 1:
         # The innermost dim is walked VEC elements at a time: iv0 .. iv<VEC-1> are consecutive.
         row = f"{em.extent(dom, rank - 1)} / {vec}"
@@ -219,11 +236,14 @@ def _emit_group(em: KernelEmitter, outputs, k: int, vec: int, unroll: int = 1) -
         idx[rank - 1] = lanes[0]
     else:
         idx = em.unravel(dom, list(range(k, rank)), "lin", "i")
+    _guard_unrolled(em, "lin", "inner", inner_staged)
+    outer_staged = False
     if k:
         em.line(f"const long long outer = {em.numel(dom, range(k))};")
         em.hoist_here(allowed=set(range(k, rank)))
-        _open_unrolled(em, "olin", "blockIdx.y", "outer", "(long long)gridDim.y", unroll)
+        outer_staged = _open_unrolled(em, "olin", "blockIdx.y", "outer", "(long long)gridDim.y", unroll)
         idx.update(em.unravel(dom, list(range(k)), "olin", "i"))
+        _guard_unrolled(em, "olin", "outer", outer_staged)
     if vec > 1:
         em.use_vector_lanes(lanes)
         staged = {out: em.stage(out, vec) for out in outputs}
@@ -237,9 +257,9 @@ def _emit_group(em: KernelEmitter, outputs, k: int, vec: int, unroll: int = 1) -
         for out in outputs:
             em.store(out, [idx[d] for d in range(rank)])
     if k:
-        _close_unrolled(em, unroll)
+        _close_unrolled(em, outer_staged)
     em.stop_hoisting()
-    _close_unrolled(em, 1 if k else unroll)
+    _close_unrolled(em, inner_staged)
     em.close()
 
 

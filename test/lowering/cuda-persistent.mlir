@@ -32,19 +32,28 @@ func.func @softmax(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<?x?xf32> {
 // CHECK-NEXT:      const bool fuser_row_ok = row < rows;
 // CHECK-NEXT:      const long long o0 = row;
 // CHECK-NEXT:      float buf0[32];
-// Phase 0 (max) loads x 16 bytes at a time into the register buffer...
+// Phase 0 (max): a load stage issues the thread's 8 vectors of x (16 bytes each, predicated on
+// the row's end, no branch), all before the body uses any; the body (unguarded: its updates are
+// selects on the guard) keeps them in the register buffer...
 // CHECK-NEXT:      float acc0 = (float)-INFINITY;
+// CHECK-NEXT:      float [[PL:pl[0-9]+]][8][4];
 // CHECK-NEXT:      #pragma unroll
 // CHECK-NEXT:      for (int k = 0; k < 8; ++k) {
 // CHECK-NEXT:        const long long rl = ((long long)k * 32 + fuser_lane) * 4;
-// CHECK-NEXT:        if (fuser_row_ok && rl < rlen) {
-// CHECK-NEXT:          const long long r1 = rl;
-// CHECK-NEXT:          float [[VL:vl[0-9]+]][4];
-// CHECK-NEXT:          fuser_ld_vec<4>(in{{[0-9]+}}, (o0) * st{{[0-9]+}} + (r1) * st{{[0-9]+}}, [[VL]]);
-// CHECK-NEXT:          buf0[k * 4 + 0] = [[VL]][0];
+// CHECK-NEXT:        const long long r1 = rl;
+// CHECK-NEXT:        const bool fuser_in = fuser_row_ok && rl < rlen;
+// CHECK-NEXT:        fuser_ld_vec_if<4>(fuser_in, in{{[0-9]+}}, (o0) * st{{[0-9]+}} + (r1) * st{{[0-9]+}}, [[PL]][k]);
+// CHECK-NEXT:      }
+// CHECK-NEXT:      #pragma unroll
+// CHECK-NEXT:      for (int k = 0; k < 8; ++k) {
+// CHECK-NEXT:        const long long rl = ((long long)k * 32 + fuser_lane) * 4;
+// CHECK-NEXT:        const long long r1 = rl;
+// CHECK-NEXT:        {
+// CHECK-NEXT:          const bool fuser_in = fuser_row_ok && rl < rlen;
+// CHECK-NEXT:          buf0[k * 4 + 0] = [[PL]][k][0];
 // CHECK-NEXT:          const float [[V:v[0-9]+]] = buf0[k * 4 + 0];
-// CHECK-NEXT:          buf0[k * 4 + 1] = [[VL]][1];
-// CHECK:               acc0 = fuser_max(acc0, (float)[[V]]);
+// CHECK-NEXT:          buf0[k * 4 + 1] = [[PL]][k][1];
+// CHECK:               acc0 = fuser_in ? (fuser_max(acc0, (float)[[V]])) : acc0;
 // ...the row's 32 lanes (one warp) combine by shuffles; phase 1 (sum of exp) and the store
 // loop read x back from the buffer (only the loads are kept: 32 floats a thread already; exp
 // is recomputed), and no other global load happens.
@@ -63,23 +72,28 @@ func.func @softmax(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<?x?xf32> {
 // e * block + t; two slots (x, exp) would not fit at 32768 floats, so only the loads are kept
 // and exp is recomputed from them. One block of 1024 threads an SM, 64 KiB of loads in flight.
 // C32K:        // scheduler: inner_persistent, block per row, block: 1024, vec: 4, iters: 8, row in shared memory (keeps loads)
-// C32K-NEXT:   extern "C" __global__ void __launch_bounds__(1024) fuser_kernel_0_inner_persistent(
+// C32K-NEXT:   extern "C" __global__ void __launch_bounds__(1024, 1) fuser_kernel_0_inner_persistent(
 // C32K:          FUSER_DYNAMIC_SHARED(double, fuser_row_smem);
 // C32K:          const auto buf0 = FUSER_SHARED_VIEW(float, fuser_row_smem, 0);
 // C32K-NOT:      buf1
-// C32K:          #pragma unroll 4
-// C32K-NEXT:     for (int k = 0; k < 8; ++k) {
-// C32K:            fuser_ld_vec<4>(
-// C32K-NEXT:       buf0[(k * 4 + 0) * 1024 + threadIdx.x] = vl{{[0-9]+}}[0];
+// In steps of 4 vectors, each step's loads staged (shared memory needs no constant index).
+// C32K:          for (int k0 = 0; k0 < 8; k0 += 4) {
+// C32K-NEXT:       float [[PL:pl[0-9]+]][4][4];
+// C32K-NEXT:       #pragma unroll
+// C32K-NEXT:       for (int kj = 0; kj < 4; ++kj) {
+// C32K-NEXT:         const int k = k0 + kj;
+// C32K:              fuser_ld_vec_if<4>(fuser_in, in{{[0-9]+}}, (o0) * st{{[0-9]+}} + (r1) * st{{[0-9]+}}, [[PL]][kj]);
+// C32K:              buf0[(k * 4 + 0) * 1024 + threadIdx.x] = [[PL]][kj][0];
 // Rows too long for either: max and sum of exp in one online pass (one rescale per vector),
 // then the store pass; steps of 4 vectors a thread keep 64 bytes of loads in flight.
 // ONLINE:      // scheduler: inner_persistent, block per row, block: 1024, vec: 4, streaming, unroll: 4
 // ONLINE-NOT:    buf0
 // ONLINE:        for (long long rc = 0; rc < rlen; rc += 16384LL) {
+// ONLINE-NEXT:     float {{pl[0-9]+}}[4][4];
 // ONLINE-NEXT:     #pragma unroll
 // ONLINE-NEXT:     for (int k = 0; k < 4; ++k) {
 // ONLINE-NEXT:       const long long rl = rc + ((long long)k * 1024 + fuser_lane) * 4;
-// ONLINE:              fuser_online_update_vec(acc0m, acc0s, fl{{[0-9]+}});
+// ONLINE:              if (fuser_in) { fuser_online_update_vec(acc0m, acc0s, fl{{[0-9]+}}); }
 // ONLINE:        fuser_block_reduce_online(acc0m, acc0s, fuser_smem_f);
 // ONLINE:        for (long long rc = 0; rc < rlen; rc += 16384LL) {
 // ONLINE:            fuser_st_vec<4>(
@@ -87,7 +101,8 @@ func.func @softmax(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<?x?xf32> {
 // Inputs of unknown alignment: scalar accesses.
 // SCALAR:      // scheduler: inner_persistent, block per row, block: 64, vec: 1, iters: 16, keeps loads, min blocks/SM: {{[0-9]+}}
 // SCALAR-NOT:    fuser_ld_vec
-// SCALAR:          buf0[k] = fuser_ld(in{{[0-9]+}}, (o0) * st{{[0-9]+}} + (r1) * st{{[0-9]+}});
+// SCALAR:          [[PL:pl[0-9]+]][k{{j?}}] = fuser_ld_if(fuser_in, in{{[0-9]+}}, (o0) * st{{[0-9]+}} + (r1) * st{{[0-9]+}});
+// SCALAR:          buf0[k] = [[PL]][k{{j?}}];
 // SCALAR-NOT:    fuser_st_vec
 // SCALAR:      FUSER_HOST_LAUNCHER
 
@@ -117,15 +132,18 @@ func.func @layer_norm(%x: !fuser.tensor<?x?xf32>, %w: !fuser.tensor<?xf32>, %b: 
 // CHECK-LABEL: // kernel 0 of @layer_norm: inner_persistent
 // CHECK-NEXT:  // scheduler: inner_persistent, 4 rows of 32 lanes, block: 128, vec: 4, iters: 8, keeps loads, min blocks/SM: {{[0-9]+}}
 // CHECK:           float buf0[32];
-// CHECK:             fuser_ld_vec<4>(in{{[0-9]+}}, (o0) * st{{[0-9]+}} + (r1) * st{{[0-9]+}}, [[X:vl[0-9]+]]);
-// CHECK-NEXT:        buf0[k * 4 + 0] = [[X]][0];
+// CHECK:             fuser_ld_vec_if<4>(fuser_in, in{{[0-9]+}}, (o0) * st{{[0-9]+}} + (r1) * st{{[0-9]+}}, [[X:pl[0-9]+]][k]);
+// CHECK:               buf0[k * 4 + 0] = [[X]][k][0];
 // CHECK:           acc0 = fuser_group_reduce<32>(acc0, FuserSumOp());
 // CHECK-NOT:       fuser_ld
 // CHECK:           acc1 = fuser_group_reduce<32>(acc1, FuserSumOp());
-// CHECK-NOT:       buf0[k * 4 + 0] = vl
-// CHECK:             fuser_ld_vec<4>(in{{[0-9]+}}, (r1) * st{{[0-9]+}}, vl{{[0-9]+}});
-// CHECK:             fuser_ld_vec<4>(in{{[0-9]+}}, (r1) * st{{[0-9]+}}, vl{{[0-9]+}});
-// CHECK:             fuser_st_vec<4>(out{{[0-9]+}}, (o0) * st{{[0-9]+}} + (r1) * st{{[0-9]+}}, so{{[0-9]+}});
+// CHECK-NOT:       buf0[k * 4 + 0] = pl
+// The store loop's stage loads weight and bias (in chunks of the row's vectors: a stage fills at
+// most 32 registers), then the body stores, predicated on the row's end.
+// CHECK:             fuser_ld_vec_if<4>(fuser_in, in{{[0-9]+}}, (r1) * st{{[0-9]+}}, pl{{[0-9]+}}[kj]);
+// CHECK-NEXT:        fuser_ld_vec_if<4>(fuser_in, in{{[0-9]+}}, (r1) * st{{[0-9]+}}, pl{{[0-9]+}}[kj]);
+// CHECK:               if (fuser_in) { fuser_st_vec<4>(out{{[0-9]+}}, (o0) * st{{[0-9]+}} + (r1) * st{{[0-9]+}}, so{{[0-9]+}}); }
+// CHECK-NEXT:        }
 // CHECK-NEXT:      }
 // CHECK-NEXT:    }
 // CHECK-NEXT:  }
@@ -175,7 +193,7 @@ func.func @softmax_96(%x: !fuser.tensor<?x96xf32>) -> !fuser.tensor<?x96xf32> {
 // CHECK-NEXT:    for (long long row0 = (long long)blockIdx.x * 8; row0 < rows; row0 += (long long)gridDim.x * 8) {
 // CHECK-NEXT:      const long long row = row0 + threadIdx.x / 16;
 // CHECK-NEXT:      const bool fuser_row_ok = row < rows;
-// CHECK:             if (fuser_row_ok && rl < rlen) {
+// CHECK:             const bool fuser_in = fuser_row_ok && rl < rlen;
 // CHECK:           acc0 = fuser_group_reduce<16>(acc0, FuserMaxOp());
 // CHECK-NOT:       fuser_block_reduce
 // CHECK:       FUSER_HOST_LAUNCHER

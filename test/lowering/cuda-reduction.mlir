@@ -3,7 +3,7 @@
 // Inner reduction: a row is walked by a group of lanes, 16 bytes an access, steps of `unroll`
 // vectors a thread; the lanes combine (fuser_block_reduce when the row is the block, shuffles
 // within the group when rows share a block) and the row's lane 0 stores the row result.
-// Outer reduction: one thread per kept element walking down the reduced dim, no block reduce.
+// Outer reduction: a column kernel, threads (and blocks) along the reduced dim, rows across a warp.
 // RUN: fuser-opt %s --split-input-file -t 'cuda{prelude=false}' | filecheck %s
 // RUN: fuser-opt %s --split-input-file -t 'cuda{extent=65536 prelude=false}' | filecheck %s --check-prefix=LONG
 
@@ -20,13 +20,18 @@ func.func @row_sum(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<?xf32> {
 // CHECK-NEXT:    for (long long row0 = (long long)blockIdx.x * 8; row0 < rows; row0 += (long long)gridDim.x * 8) {
 // CHECK:           float acc0 = (float)0;
 // CHECK-NEXT:      for (long long rc = 0; rc < rlen; rc += 256LL) {
+// CHECK-NEXT:        float [[PL:pl[0-9]+]][4][4];
 // CHECK-NEXT:        #pragma unroll
 // CHECK-NEXT:        for (int k = 0; k < 4; ++k) {
 // CHECK-NEXT:          const long long rl = rc + ((long long)k * 16 + fuser_lane) * 4;
-// CHECK-NEXT:          if (fuser_row_ok && rl < rlen) {
-// CHECK:                 fuser_ld_vec<4>(in{{[0-9]+}}, (o0) * st{{[0-9]+}} + (r1) * st{{[0-9]+}}, [[VL:vl[0-9]+]]);
-// CHECK-NEXT:            const float [[V:v[0-9]+]] = [[VL]][0];
-// CHECK:                 acc0 = fuser_sum(acc0, (float)[[V]]);
+// CHECK-NEXT:          const long long r1 = rl;
+// CHECK-NEXT:          const bool fuser_in = fuser_row_ok && rl < rlen;
+// CHECK-NEXT:          fuser_ld_vec_if<4>(fuser_in, in{{[0-9]+}}, (o0) * st{{[0-9]+}} + (r1) * st{{[0-9]+}}, [[PL]][k]);
+// CHECK-NEXT:        }
+// CHECK-NEXT:        #pragma unroll
+// CHECK-NEXT:        for (int k = 0; k < 4; ++k) {
+// CHECK:                 const float [[V:v[0-9]+]] = [[PL]][k][0];
+// CHECK:                 acc0 = fuser_in ? (fuser_sum(acc0, (float)[[V]])) : acc0;
 // CHECK:           acc0 = fuser_group_reduce<16>(acc0, FuserSumOp());
 // CHECK-NOT:       fuser_block_reduce
 // CHECK:           if (fuser_row_ok && fuser_lane == 0) {
@@ -55,10 +60,10 @@ func.func @max_min(%x: !fuser.tensor<16x1000xf16>, %i: !fuser.tensor<16x1000xi32
 // CHECK-NEXT:  const long long rows = 16LL;
 // CHECK-NEXT:  const long long rlen = 1000LL;
 // CHECK:       float acc0 = (float)-INFINITY;
-// CHECK:         acc0 = fuser_max(acc0, (float)v{{[0-9]+}});
+// CHECK:         acc0 = fuser_in ? (fuser_max(acc0, (float)v{{[0-9]+}})) : acc0;
 // CHECK:       acc0 = fuser_block_reduce(acc0, FuserMaxOp(), (float)-INFINITY, fuser_smem_f);
 // CHECK:       long long acc1 = (long long)9223372036854775807LL;
-// CHECK:         acc1 = fuser_min(acc1, (long long)v{{[0-9]+}});
+// CHECK:         acc1 = fuser_in ? (fuser_min(acc1, (long long)v{{[0-9]+}})) : acc1;
 // CHECK:       acc1 = fuser_block_reduce(acc1, FuserMinOp(), (long long)9223372036854775807LL, fuser_smem_ll);
 // CHECK:       if (fuser_lane == 0) {
 // CHECK-NEXT:    fuser_st(out{{[0-9]+}}, (o0) * st{{[0-9]+}}, __float2half(red{{[0-9]+}}));
@@ -71,19 +76,25 @@ func.func @outer_sum(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<bx?xf32> {
   func.return %s : !fuser.tensor<bx?xf32>
 }
 // CHECK-LABEL: // kernel 0 of @outer_sum: reduction
-// CHECK-NEXT:  // scheduler: reduction, thread per row, block: 128
-// CHECK-NEXT:  extern "C" __global__ void __launch_bounds__(128) fuser_kernel_0_reduction(
-// CHECK-NOT:   __shared__
-// CHECK:       for (long long row = (long long)blockIdx.x * blockDim.x + threadIdx.x; row < rows; row += (long long)gridDim.x * blockDim.x) {
+// A column kernel (rows/columns.py): 32 rows a block on consecutive threads, threads along the
+// reduced dim walking it in staged steps, combined through shared memory; the row's thread 0 stores.
+// CHECK-NEXT:  // scheduler: reduction, thread per row, block: [[B:[0-9]+]] (32 rows x [[T:[0-9]+]] threads along them)
+// CHECK-NEXT:  extern "C" __global__ void __launch_bounds__([[B]], {{[0-9]+}}) fuser_kernel_0_reduction(
+// CHECK:       __shared__ float fuser_smem_f[[[B]]];
+// CHECK:       const int fuser_tx = threadIdx.x % 32;
+// CHECK-NEXT:  const int fuser_ty = threadIdx.x / 32;
+// CHECK-NEXT:  for (long long row0 = (long long)blockIdx.x * 32; row0 < rows; row0 += (long long)gridDim.x * 32) {
+// CHECK-NEXT:    const long long row = row0 + fuser_tx;
+// CHECK-NEXT:    const bool fuser_row_ok = row < rows;
 // CHECK-NEXT:    const long long o1 = row;
 // CHECK-NEXT:    float acc0 = (float)0;
-// CHECK-NEXT:    for (long long rl = 0; rl < rlen; ++rl) {
-// CHECK-NEXT:      const long long r0 = rl;
-// CHECK-NEXT:      const float [[V:v[0-9]+]] = fuser_ld(in{{[0-9]+}}, (r0) * st{{[0-9]+}} + (o1) * st{{[0-9]+}});
-// CHECK-NEXT:      acc0 = fuser_sum(acc0, (float)[[V]]);
-// CHECK-NEXT:    }
+// CHECK-NEXT:    for (long long rc = (long long)blockIdx.y * {{[0-9]+}}LL; rc < rlen; rc += (long long)gridDim.y * {{[0-9]+}}LL) {
+// CHECK:             [[PL:pl[0-9]+]][k] = fuser_ld_if(fuser_in, in{{[0-9]+}}, (r0) * st{{[0-9]+}} + (o1) * st{{[0-9]+}});
+// CHECK:             acc0 = fuser_in ? (fuser_sum(acc0, (float)v{{[0-9]+}})) : acc0;
+// CHECK:         acc0 = fuser_column_reduce<32, [[T]]>(acc0, FuserSumOp(), fuser_smem_f);
 // CHECK-NOT:     fuser_block_reduce
-// CHECK:         fuser_st(out{{[0-9]+}}, (o1) * st{{[0-9]+}}, red{{[0-9]+}});
+// CHECK:         if (fuser_row_ok && fuser_ty == 0) {
+// CHECK-NEXT:      fuser_st(out{{[0-9]+}}, (o1) * st{{[0-9]+}}, red{{[0-9]+}});
 // CHECK:       FUSER_HOST_LAUNCHER(fuser_kernel_0_reduction)
 
 // -----

@@ -264,8 +264,8 @@ def test_where():
         fd.add_output(fd.ops.where(c, x, y))      # bool cond, broadcast in both dims, f32 x f16
         fd.add_output(fd.ops.where(c, x, 2.0))    # scalar else
         fd.add_output(fd.ops.where(c, 1.0, y))    # scalar then
-        fd.add_output(fd.ops.where(x, i, 7))      # float cond (!= 0)
-        fd.add_output(fd.ops.where(i, x, i))      # int cond
+        fd.add_output(fd.ops.where(fd.ops.ne(x, 0), i, 7))  # float cond != 0 (a non-Bool cond is refused, as nvFuser)
+        fd.add_output(fd.ops.where(fd.ops.ne(i, 0), x, i))  # int cond != 0
         fd.add_output(fd.ops.where(True, x, i))   # scalar cond
     rng = _rng(5)
     for rows, cols in [(7, 67), (1, 1), (0, 3)]:
@@ -445,8 +445,8 @@ def resize_fusion():
         x = fd.define_tensor(shape=[-1, -1])
         fd.add_output(fd.ops.pad(x, [2, 3, 1, 0], 0.5))
         fd.add_output(fd.ops.pad(x, [-2, 3, 1, -1]))
-        fd.add_output(fd.ops.slice(x, [1, 0], [-1, -2], [2, 3]))
-        fd.add_output(fd.ops.slice(x, [-3, 2], [100, 5]))
+        fd.add_output(fd.ops.slice(x, [1, 0], [-1, -2], [2, 3], python_slicing=True))
+        fd.add_output(fd.ops.slice(x, [-3, 2], [100, 5], python_slicing=True))
         fd.add_output(fd.ops.cat([x, fd.ops.exp(x)], dim=1))
         fd.add_output(fd.ops.cat([x, fd.ops.neg(x), x], dim=0))
     return fd
@@ -470,7 +470,7 @@ def test_pad_slice_scalar_bounds(resize_extents):
         h = fd.define_tensor(shape=[-1, -1], dtype=DataType.BFloat16)
         w = fd.define_scalar(dtype=DataType.Int)
         fd.add_output(fd.ops.pad(x, [w, -1], 9))
-        fd.add_output(fd.ops.slice(h, [0, w], [h.size(0), h.size(1)], [1, 2]))
+        fd.add_output(fd.ops.slice(h, [0, w], [h.size(0), h.size(1)], [1, 2], python_slicing=True))
     rng = _rng(13)
     for w in (2, 0):
         inputs = [rng.integers(-5, 5, (5, 11)).astype(np.int32), rng.standard_normal((3, 11)).astype(BF16), w]
@@ -625,7 +625,7 @@ def test_broadcast_operands_hoisted_out_of_the_outer_loop():
         inputs = [f32(rows, cols), rng.standard_normal((1, cols)).astype(np.float16), f32(bt, h, sq, d), f32(sq, d)]
         (kernel,) = check(fd, inputs)
         if rows == 300:  # [300, 200] and [2, 3, 16, 64]: both groups loop over leading dims
-            assert kernel.source.count("olin < outer") == 2, kernel.source
+            assert kernel.source.count("olin_step < outer;") == 2, kernel.source
 
 
 def test_returned_inputs_scalars_and_duplicates():

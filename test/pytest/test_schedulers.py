@@ -102,10 +102,11 @@ def test_softmax_f32(rows, cols):
     k = assert_one_persistent_kernel(kernels, [x], outputs, rows)
     assert k.bytes_loaded == passes(k) * x.nbytes and k.bytes_stored == x.nbytes
     # Kept on chip, the row is loaded once into a register array (buf0[k * 4 + j]) or a
-    # shared-memory slot (buf0[(k * 4 + j) * block + threadIdx.x]), 16 bytes an access.
+    # shared-memory slot (buf0[(k * 4 + j) * block + threadIdx.x]), 16 bytes an access, by the
+    # phase loop's load stage (pl<n>[k]: every load of the step issued before any is used).
     if k.schedule.persistent:
-        assert re.search(r"buf0\[\(?k \* 4 \+ 0\)?( \* \d+ \+ threadIdx\.x)?\] = vl\d+\[0\]", k.source)
-    assert "fuser_ld_vec<4>" in k.source and "fuser_st_vec<4>" in k.source
+        assert re.search(r"buf0\[\(?k \* 4 \+ 0\)?( \* \d+ \+ threadIdx\.x)?\] = pl\d+\[kj?\]\[0\]", k.source)
+    assert "fuser_ld_vec_if<4>(fuser_in" in k.source and "fuser_st_vec<4>" in k.source
 
 
 @pytest.mark.parametrize("dt,npdt,log,cols", [
@@ -265,15 +266,23 @@ def test_row_sums(rows, cols):
 
 @pytest.mark.parametrize("rows,cols", [(1000, 300), (3, 7)], ids=lambda v: str(v))
 def test_outer_dim_sum(rows, cols):
-    """sum over dim 0: a thread per column walks down it; adjacent threads read adjacent columns."""
+    """sum over dim 0 (a column kernel, rows/columns.py): adjacent threads read adjacent columns
+    (32 a block), the block's other threads and more blocks share each column's rows, their
+    partials combined through shared memory and then by the column's last block; each element
+    is read once, each sum written once."""
     x = np.random.default_rng(5).standard_normal((rows, cols)).astype(np.float32)
     kernels, outputs = run_checked(_sum_fusion([0], keepdim=True), [x], tol=(1e-4, 1e-4))
     assert len(kernels) == 1
     (k,) = kernels
     assert k.scheduler == "reduction"
-    assert "fuser_block_reduce" not in body(k.source)
-    assert k.grid[0] == -(-cols // 128) and k.block[0] == 128
-    assert k.bytes_loaded == x.nbytes and k.bytes_stored == cols * 4
+    assert "fuser_block_reduce(" not in body(k.source) and "fuser_column_reduce<32, " in body(k.source)
+    assert k.grid[0] == -(-cols // 32) and k.block[0] == 32 * k.schedule.row_threads and k.grid[1] == k.schedule.row_blocks
+    # Besides x and the sums: each block's 32 partials (f32) out and back in once, and each
+    # column of blocks' counter reset (8 bytes) by its last block.
+    split = k.grid[1] > 1
+    partials = k.grid[0] * k.grid[1] * 32 * 4 if split else 0
+    assert k.bytes_loaded == x.nbytes + partials
+    assert k.bytes_stored == cols * 4 + partials + (8 * k.grid[0] if split else 0)
 
 
 def test_reductions_over_different_dims_split():
@@ -290,7 +299,9 @@ def test_reductions_over_different_dims_split():
     assert [k.scheduler for k in kernels] == ["reduction", "reduction"]
     plans = plan_kernels(fd.fusion)
     assert plans[1].split_reason == "split before fuser.reduction: reductions over different dims [0] and [1]"
-    assert sum(k.bytes_loaded for k in kernels) == 2 * x.nbytes
+    # x once per kernel (and the column kernel's partials: 32 f32 a block, read back once)
+    partials = sum(k.grid[0] * k.grid[1] * 32 * 4 for k in kernels if not k.schedule.block_per_row and k.grid[1] > 1)
+    assert sum(k.bytes_loaded for k in kernels) == 2 * x.nbytes + partials
 
 
 def test_normalization_then_pointwise_tail_is_one_kernel():

@@ -8,7 +8,8 @@
 - schedule.py: the schedule, stating every decision;
 - storage.py: where a persistent row is kept (registers, shared memory);
 - merges.py: reductions merged into one pass (online softmax, Welford);
-- emit.py: the kernel, reading only the schedule.
+- emit.py: the kernel, reading only the schedule;
+- columns.py: the kernel of a thread per row (the innermost dim kept), over threads and blocks.
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ from fuser.lowering.schedulers.base import MAX_GRID, Candidate, KernelBody, Sche
 from fuser.lowering.schedulers.grid import SMEM_NAME, shared_declarations
 from fuser.lowering.schedulers.performance import Resources, Traffic
 from fuser.lowering.schedulers.rows.classify import RowVerdict, row_verdict, shape_form
-from fuser.lowering.schedulers.rows.emit import RowKernel
-from fuser.lowering.schedulers.rows.heuristic import SCORED_ROWS_PER_SM, plan_row_schedule, ranked
+from fuser.lowering.schedulers.rows.columns import ColumnKernel
+from fuser.lowering.schedulers.rows.merges import online_softmax_pairs, welford_pairs
+from fuser.lowering.schedulers.rows.emit import RowKernel, accumulator, result_register
+from fuser.lowering.schedulers.rows.heuristic import (SCORED_ROWS_PER_SM, SHARED_SPARE, column_grid, column_schedule,
+                                                     plan_row_schedule, ranked)
 from fuser.lowering.schedulers.rows.problem import (SPLIT_BLOCK, SPLIT_BLOCKS_PER_SM, SPLIT_ELEMENTS_PER_THREAD, RowProblem,
                                                    estimated_resources, row_problem, row_vector_width, traffic)
 from fuser.lowering.schedulers.rows.schedule import RowSchedule
@@ -33,8 +37,9 @@ from fuser.lowering.schedulers.rows.storage import SharedRowStorage, row_storage
 from fuser.lowering.codegen.emit_cuda import EmitOptions, KernelEmitter
 from fuser.lowering.schedulers.scan import refuse_scans
 
-THREAD_PER_ROW_BLOCK = 128
 
+SERIAL_COLUMN_BLOCK = 128
+"""A thread per row walking it alone (rows/emit.py): a kernel with grid totals or merged pairs."""
 
 MIN_PLANNED_ROW = 1024
 """A dynamic row length is planned for as the next power of two from this up: one schedule, one
@@ -79,7 +84,12 @@ class RowScheduler(SchedulerUnit):
         reduced = set(plan.reduced_dims)
         rank = len(shape)
         if rank and (rank - 1) not in reduced:
-            return RowSchedule(THREAD_PER_ROW_BLOCK, block_per_row=False)
+            reductions = plan.row_reductions
+            if plan.grid_reductions or online_softmax_pairs(reductions) or welford_pairs(reductions, set()):
+                # One thread a row walks it alone: its grid totals, one pass for a merged pair.
+                return RowSchedule(SERIAL_COLUMN_BLOCK, block_per_row=False)
+            return column_schedule(plan, planned_problem(plan, row_problem(plan, shape), device), device,
+                                   splittable=not self.normalization)
         if reduced and len(reduced) == rank and not self.normalization:
             return RowSchedule(SPLIT_BLOCK, True, split=True)
         vec = row_vector_width(plan, shape, arrays, output_layout)
@@ -107,13 +117,21 @@ class RowScheduler(SchedulerUnit):
             refuse(f"the arrays allow vectors of {row_vector_width(plan, shape, arrays, output_layout)} elements")
         if schedule.unroll < 1 or schedule.iters < 0:
             refuse("unroll must be at least 1 and iters not negative")
+        threads = schedule.row_threads
+        if threads < 1 or threads & (threads - 1) or schedule.block % threads or schedule.row_blocks < 1:
+            refuse("row_threads must be a power of two dividing the block, row_blocks at least 1")
+        if schedule.block_per_row and (threads > 1 or schedule.row_blocks > 1):
+            refuse("row_threads and row_blocks are a thread per row's (the innermost dim kept)")
+        if schedule.row_blocks > 1 and (self.normalization or plan.grid_reductions):
+            refuse("blocks along the rows combine only results nothing else in the kernel reads")
         row_len = math.prod(shape[d] for d in plan.reduced_dims)
         if schedule.persistent and schedule.iters * lanes * schedule.vec < row_len:
             refuse(f"a persistent row holds {schedule.iters * lanes * schedule.vec} elements, the row has {row_len}")
         if schedule.shared and not schedule.persistent:
             refuse("a row in shared memory is a persistent schedule (iters > 0)")
-        if schedule.shared and SharedRowStorage(row_storage(plan, schedule.keep), schedule).bytes > \
+        if schedule.shared and SharedRowStorage(row_storage(plan, schedule.keep), schedule).bytes + SHARED_SPARE > \
                 device.shared_per_block_optin:
+            # (the kept row, beside the static partials of the reductions: SHARED_SPARE)
             refuse(f"the row needs more shared memory than a block may have ({device.shared_per_block_optin} B)")
 
     def grid(self, plan: KernelPlan, schedule: RowSchedule, extents, device: DeviceSpec = DEFAULT
@@ -130,22 +148,27 @@ class RowScheduler(SchedulerUnit):
             return max(1, min(blocks, SPLIT_BLOCKS_PER_SM * device.sms)), 1, 1
         if schedule.block_per_row:
             return min(math.ceil(rows / schedule.rows_per_block), MAX_GRID), 1, 1
-        return max(1, min(math.ceil(rows / schedule.block), MAX_GRID)), 1, 1
+        return column_grid(rows, schedule)
 
     def emit(self, plan: KernelPlan, schedule: RowSchedule, options: EmitOptions = EmitOptions()) -> KernelBody:
         access = row_storage(plan, schedule.keep) if schedule.persistent else None
         storage = SharedRowStorage(access, schedule) if access is not None and schedule.shared else None
         em = KernelEmitter(plan, schedule, access.reused if access else frozenset(), options, storage)
         shared_bytes = storage.bytes if storage is not None else 0
-        kernel = RowKernel(em)
+        if schedule.block_per_row or schedule.split or schedule.merged:
+            kernel = RowKernel(em)
+        else:
+            kernel = ColumnKernel(em, accumulator, lambda red, acc: result_register(em, red, acc))
         kernel.emit()
         shared = [f"  __shared__ {t} {SMEM_NAME[t]}[{kernel.smem_words}];" for t in sorted(kernel.smem_types)]
         if kernel.grid_combined:
             shared += shared_declarations()
         if shared_bytes:
             shared.append(f"  FUSER_DYNAMIC_SHARED(double, {SharedRowStorage.BASE});")
+        # Always a minimum of blocks per SM: given none, ptxas picks a register target of its own
+        # (seen: 64 registers and a 16-byte spill for a 512-thread softmax that needs 80 at 1 block).
         return KernelBody(em.text(), shared, tuple(em.params.values()), em.needs_sync, shared_bytes,
-                          schedule.min_blocks)
+                          max(1, schedule.min_blocks))
 
     def alternatives(self, plan: KernelPlan, schedule: RowSchedule, extents, arrays: dict | None,
                      device: DeviceSpec) -> list[RowSchedule]:

@@ -23,11 +23,12 @@ from xdsl.ir import SSAValue
 from fuser_dialect import ops_compute as C
 from fuser.lowering.codegen import cuda_exprs as X
 from fuser.lowering.codegen.emit_cuda import KernelEmitter, PhaseLoop
-from fuser.lowering.codegen.index import ZERO, Ix, vector_lane
+from fuser_dialect.types import numpy_dtype
+from fuser.lowering.codegen.index import ZERO, Ix, depends_only_on, vector_lane
 from fuser.lowering.codegen.kernel import DROP, FULL, GRID, KEEP
 from fuser.lowering.schedulers.grid import FUNCTOR, SMEM_NAME, Accumulator, emit_grid_combine
 from fuser.lowering.schedulers.rows.merges import online_softmax_pairs, welford_pairs
-from fuser.lowering.schedulers.rows.problem import SHARED_UNROLL
+from fuser.lowering.schedulers.rows.problem import SHARED_UNROLL, STAGE_WORDS
 from fuser.lowering.schedulers.rows.storage import row_storage
 
 LANE = "fuser_lane"
@@ -43,6 +44,13 @@ def accumulator(name: str, red: C.ReductionOp) -> Accumulator:
     src = red.input.type.dtype
     acc_t = accumulator_type(src)
     return Accumulator(name, acc_t, red.op_kind, X.reduction_identity(red.op_kind, src if acc_t != "long long" else "i64"))
+
+
+def result_register(em: KernelEmitter, red: C.ReductionOp, acc: str) -> None:
+    """The reduction's value for the rest of the row, rounded to its dtype."""
+    dst = red.result.type.dtype
+    result_t = X.COMPUTE_TYPE[dst]
+    em.define_result(red.result, em.tmp(result_t, X.round_expr(f"({result_t}){acc}", dst), "red"))
 
 
 class RowKernel:
@@ -73,6 +81,12 @@ class RowKernel:
         self.grid_combined = False
         self.o: dict[int, Ix] = {}
         self.prefetched = row_storage(plan, schedule.keep).prefetched if self.persistent else ()
+        self.staged = False
+        """The loop open now is a staged loop (open_loop)."""
+        self._phase = 0
+        """The phase whose loop is open (open_loop)."""
+        self._chunked = False
+        """The loop open now walks chunks of a persistent row (open_loop)."""
 
     # -- indices -------------------------------------------------------------------------
     def full_idx(self, o: dict[int, Ix], lane: int = 0) -> list[Ix]:
@@ -91,28 +105,67 @@ class RowKernel:
         return f"{ROW_OK} && " if self.grouped else ""
 
     # -- loops ---------------------------------------------------------------------------
-    def open_loop(self, phase: int) -> None:
+    def loops(self, phase: int):
+        """The loops over the thread's share of the row, the body emitted in each
+        (`for _ in self.loops(phase): <body>`). A persistent row's vectors go in chunks whose
+        loads are staged together; a last, shorter chunk is a loop of its own, so that no
+        iteration of a chunk lies past the row's vectors (its buffer slots do not exist)."""
+        segments = self.segments(phase)
+        filled = set(self.em.filled)
+        written = set()
+        for start, count, chunk in segments:
+            self.em.filled = set(filled)  # each segment fills its own vectors' buffer slots
+            self.open_loop(phase, start, count, chunk)
+            yield
+            self.close_loop()
+            written |= self.em.filled
+        self.em.filled = written
+
+    def segments(self, phase: int) -> list[tuple[int, int, int]]:
+        """(first vector, vectors, vectors a chunk) of each loop of a persistent row; one
+        segment (0, 0, 0) for the other kinds of loop."""
+        s = self.schedule
+        if not self.persistent:
+            return [(0, 0, 0)]
+        chunk = min(SHARED_UNROLL, s.iters) if s.shared else self.stage_chunk(phase)
+        whole = s.iters // chunk * chunk
+        return [(0, whole, chunk)] + ([(whole, s.iters - whole, s.iters - whole)] if whole < s.iters else [])
+
+    def open_loop(self, phase: int, start: int = 0, count: int = 0, chunk: int = 0) -> None:
+        """Opens one loop over the thread's share of the row. Its unrolled form (a persistent
+        row's vectors, a streamed row's step of `unroll` vectors) is a staged loop: every load
+        of the iteration is issued, predicated on the iteration's guard, before any is used
+        (KernelEmitter.open_staged_loop), so a thread keeps the whole step in flight."""
         em, s = self.em, self.schedule
+        self._phase = phase
         step = f"(long long)k * {self.lanes} + {LANE}"
         first = f"({step}) * {self.vec}" if self.vec > 1 else f"({step})"
-        if self.persistent:
-            # Register arrays need constant indices (a full unroll); shared memory does not, and
-            # a full unroll there only multiplies live address registers.
-            em.line("#pragma unroll" if not s.shared else f"#pragma unroll {SHARED_UNROLL}")
-            em.open(f"for (int k = 0; k < {s.iters}; ++k)")
+        self.staged = self.persistent or (self.block_per_row and not self.split)
+        self._chunked = False
+        guard = f"{self.in_row()}rl < rlen"
+        if self.persistent and start == 0 and count == chunk == s.iters:
+            # The whole row's vectors in one stage (register arrays need constant indices: a
+            # full unroll).
+            em.open_staged_loop("k", s.iters, f"for (int k = 0; k < {s.iters}; ++k)")
             em.line(f"const long long rl = {first};")
-            em.open(f"if ({self.in_row()}rl < rlen)")
-            em.enter_phase_loop(PhaseLoop(phase, "k", frozenset(self.reduced)))
+        elif self.persistent:
+            # Chunks of the row's vectors: in shared memory (which needs no constant index: a
+            # full unroll there only multiplies live address registers) or registers (unrolled
+            # too, the stage of a long row's whole share would not fit beside it).
+            self._chunked = True
+            if not s.shared:
+                em.line("#pragma unroll")
+            em.open(f"for (int k0 = {start}; k0 < {start + count}; k0 += {chunk})")
+            em.open_staged_loop("kj", chunk, f"for (int kj = 0; kj < {chunk}; ++kj)")
+            em.line("const int k = k0 + kj;")
+            em.line(f"const long long rl = {first};")
         elif self.split:
             em.open("for (long long rl = (long long)blockIdx.x * blockDim.x + threadIdx.x; rl < rlen; "
                     "rl += (long long)gridDim.x * blockDim.x)")
         elif self.block_per_row:
-            # Steps of `unroll` vectors a thread: their loads are issued before the first is used.
             em.open(f"for (long long rc = 0; rc < rlen; rc += {s.unroll * self.lanes * self.vec}LL)")
-            em.line("#pragma unroll")
-            em.open(f"for (int k = 0; k < {s.unroll}; ++k)")
+            em.open_staged_loop("k", s.unroll, f"for (int k = 0; k < {s.unroll}; ++k)")
             em.line(f"const long long rl = rc + {first};")
-            em.open(f"if ({self.in_row()}rl < rlen)")
         else:
             em.open("for (long long rl = 0; rl < rlen; ++rl)")
         self.r = em.unravel(self.domain, self.reduced, "rl", "r")
@@ -121,20 +174,39 @@ class RowKernel:
             base = self.r[last].text
             self.lane_idx = [vector_lane(last, j, base if j == 0 else f"({base} + {j})") for j in range(self.vec)]
             em.use_vector_lanes(self.lane_idx)
+        if self.staged:
+            em.guard_staged(guard)
+        if self.persistent:
+            em.enter_phase_loop(PhaseLoop(phase, "k", frozenset(self.reduced)))
         if self.persistent and phase == 0:
             # The row's other inputs, loaded with the first phase's: all in flight at once.
             for value, _ in self.prefetched:
                 for lane in range(self.vec):
                     em.prefetch(value, tuple(self.full_idx(self.o, lane)))
 
+    def stage_chunk(self, phase: int) -> int:
+        """Vectors of a register-persistent row whose loads one stage issues together: as many
+        as keep the stage within STAGE_WORDS registers (the phase's loads along the row, and
+        the first phase's prefetches)."""
+        loads = self.em.plan.analysis.row_loads.phases
+        words = 0
+        if phase < len(loads):
+            words = sum(numpy_dtype(load.value.type.dtype).itemsize for load in loads[phase]
+                        if load.idx and not depends_only_on(load.idx, frozenset(self.kept)))
+        if phase == 0:
+            words += sum(numpy_dtype(v.type.dtype).itemsize for v, _ in self.prefetched)
+        words = max(1, words * self.vec // 4)
+        return max(1, min(self.schedule.iters, STAGE_WORDS // words))
+
     def close_loop(self) -> None:
         em = self.em
         em.leave_phase_loop()
-        em.close()
-        if self.block_per_row and not self.split:
+        if self.staged:
+            em.close_staged()
+            if not self.persistent or self._chunked:
+                em.close()  # the streamed row's steps, or the chunks
+        else:
             em.close()
-            if not self.persistent:
-                em.close()
 
     # -- the kernel ----------------------------------------------------------------------
     def emit(self) -> None:
@@ -195,9 +267,8 @@ class RowKernel:
         for phase, red in enumerate(plan.row_reductions):
             acc = accumulator(f"acc{phase}", red)
             em.line(f"{acc.ctype} {acc.name} = {acc.identity};")
-            self.open_loop(phase)
-            em.line(acc.combine(em.emit(red.input, self.full_idx({}))))
-            self.close_loop()
+            for _ in self.loops(phase):
+                em.accumulate(acc.name, acc.combined(em.emit(red.input, self.full_idx({}))))
             accs.append((red, acc))
         self.store_full(len(accs), {})
         em.stop_hoisting()
@@ -216,18 +287,17 @@ class RowKernel:
         full = [v for v in plan.outputs if plan.forms.get(v) == FULL]
         if not full:
             return
-        self.open_loop(phase)
-        if self.vec > 1:
-            staged = {v: em.stage(v, self.vec) for v in full}
-            for j in range(self.vec):
+        for _ in self.loops(phase):
+            if self.vec > 1:
+                staged = {v: em.stage(v, self.vec) for v in full}
+                for j in range(self.vec):
+                    for v in full:
+                        em.stage_value(v, staged[v], j, self.full_idx(o, j))
                 for v in full:
-                    em.stage_value(v, staged[v], j, self.full_idx(o, j))
-            for v in full:
-                em.store_vector(v, staged[v], self.full_idx(o), self.vec)
-        else:
-            for v in full:
-                em.store(v, self.full_idx(o))
-        self.close_loop()
+                    em.store_vector(v, staged[v], self.full_idx(o), self.vec)
+            else:
+                for v in full:
+                    em.store(v, self.full_idx(o))
 
     def store_row_outputs(self, o: dict[int, Ix], force_thread0: bool = False) -> None:
         """The row's outputs, and its values folded into the grid accumulators, by the row's
@@ -282,32 +352,28 @@ class RowKernel:
         em = self.em
         acc = accumulator(f"acc{phase}", red)
         em.line(f"{acc.ctype} {acc.name} = {acc.identity};")
-        self.open_loop(phase)
-        for value in self.lane_values(red.input, o):
-            em.line(acc.combine(value))
-        self.close_loop()
+        for _ in self.loops(phase):
+            for value in self.lane_values(red.input, o):
+                em.accumulate(acc.name, acc.combined(value))
         if self.block_per_row:
             group = f"{acc.name} = fuser_group_reduce<{min(self.lanes, 32)}>({acc.name}, {FUNCTOR[acc.kind]}());"
             self.combine_row(acc.ctype, acc.block_reduce(), group)
         self.result_register(red, acc.name)
 
     def result_register(self, red: C.ReductionOp, acc: str) -> None:
-        """The reduction's value for the rest of the row, rounded to its dtype."""
-        dst = red.result.type.dtype
-        result_t = X.COMPUTE_TYPE[dst]
-        self.em.define_result(red.result, self.em.tmp(result_t, X.round_expr(f"({result_t}){acc}", dst), "red"))
+        result_register(self.em, red, acc)
 
     def fold_lanes(self, t: str, values: list[str], update: Callable[[str], str], vector_update: str) -> None:
         """One update of the thread's running statistics per element, or, with vector lanes,
         one for the whole vector (`vector_update`, a helper taking an array of the lanes)."""
         em = self.em
         if len(values) == 1:
-            em.line(update(values[0]))
+            em.effect(update(values[0]))
             return
         em.s.counter += 1
         lanes = f"fl{em.s.counter}"
         em.line(f"const {t} {lanes}[{len(values)}] = {{{', '.join(f'({t}){v}' for v in values)}}};")
-        em.line(vector_update.format(lanes=lanes))
+        em.effect(vector_update.format(lanes=lanes))
 
     def online_phase(self, phase: int, red_max: C.ReductionOp, red_sum: C.ReductionOp, o: dict[int, Ix]) -> None:
         """max(x) and sum(exp(x - max)) in ONE pass over the row (online normaliser): the running
@@ -318,10 +384,9 @@ class RowKernel:
         m, s = f"acc{phase}m", f"acc{phase}s"
         em.line(f"{t} {m} = ({t})-INFINITY;")
         em.line(f"{t} {s} = ({t})0;")
-        self.open_loop(phase)
-        self.fold_lanes(t, self.lane_values(red_max.input, o), lambda x: f"fuser_online_update({m}, {s}, ({t}){x});",
-                        f"fuser_online_update_vec({m}, {s}, {{lanes}});")
-        self.close_loop()
+        for _ in self.loops(phase):
+            self.fold_lanes(t, self.lane_values(red_max.input, o), lambda x: f"fuser_online_update({m}, {s}, ({t}){x});",
+                            f"fuser_online_update_vec({m}, {s}, {{lanes}});")
         if self.block_per_row:
             self.combine_row(t, f"fuser_block_reduce_online({m}, {s}, {SMEM_NAME[t]});",
                              f"fuser_group_reduce_online<{min(self.lanes, 32)}>({m}, {s});")
@@ -343,11 +408,10 @@ class RowKernel:
         # Statistics of x - shift (a thread's first element; for the merge, the row's lane 0's):
         # rounding then scales with the spread of the row, not with its magnitude.
         smem = SMEM_NAME[t]
-        self.open_loop(phase)
-        self.fold_lanes(t, self.lane_values(red_sum.input, o),
-                        lambda x: f"fuser_welford_update({n}, {mean}, {m2}, {shift}, ({t}){x});",
-                        f"fuser_welford_update_vec({n}, {mean}, {m2}, {shift}, {{lanes}});")
-        self.close_loop()
+        for _ in self.loops(phase):
+            self.fold_lanes(t, self.lane_values(red_sum.input, o),
+                            lambda x: f"fuser_welford_update({n}, {mean}, {m2}, {shift}, ({t}){x});",
+                            f"fuser_welford_update_vec({n}, {mean}, {m2}, {shift}, {{lanes}});")
         if self.block_per_row:
             width = min(self.lanes, 32)
             if self.grouped:
@@ -363,4 +427,4 @@ class RowKernel:
         self.result_register(red_squares, f"({m2} + {n} * {deviation} * {deviation})")
 
 
-__all__ = ["RowKernel", "accumulator", "accumulator_type"]
+__all__ = ["RowKernel", "accumulator", "accumulator_type", "result_register"]

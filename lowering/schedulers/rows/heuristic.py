@@ -11,11 +11,18 @@ may keep (storage.KEEPS: with the row's other inputs prefetched, values, loads o
 - persistent in shared memory when they fit the block's shared memory (with any lanes a row:
   each thread's share is its own);
 - streaming, 1, 2 or 4 vectors a thread in flight per step.
-Each is scored by predicted time (with DRAM latency taken 25 % longer than fitted, so that a
-schedule just at the bandwidth limit on paper loses to one with margin); near-ties (within `TIE`)
+Each is scored by predicted time on the device as schedules are planned for (`DeviceSpec.planning`:
+a loaded DRAM's latency with margin, so that a schedule just at the bandwidth limit on paper
+loses to one with more in flight); near-ties (within `TIE`)
 go to the schedule that moves fewer DRAM bytes, then wastes fewer lanes, then keeps the row
 closer (registers, shared memory, streamed), then keeps less, then uses fewer threads per row.
 `__launch_bounds__` gets the blocks per SM that the registers of the estimate allow, with a margin.
+
+The innermost dim kept (a thread per row, `column_schedule`): as nvFuser's outer reduction,
+rows across a block's threads (up to a warp, consecutive threads on consecutive rows), the rest
+of the block and, where nothing in the kernel reads the results, more blocks along the
+reduced dims, until the grid fills the GPU twice over and no thread is left fewer than
+COLUMN_MIN_STEPS steps of its row.
 """
 
 from __future__ import annotations
@@ -43,9 +50,6 @@ LAUNCH_BOUND_MARGIN = 1.6
 """Registers ptxas may use over the estimate before `__launch_bounds__` makes it spill (the
 estimate's worst under-estimate on the fitted schedules was 1.52x)."""
 TIE = 0.02
-LATENCY_MARGIN = 1.25
-"""Schedules are scored as if DRAM latency were this much longer than fitted: a schedule just
-at the bandwidth limit on paper has no margin on a GPU, so more bytes in flight wins a tie."""
 SCORED_ROWS_PER_SM = 64
 """Row counts are scored in powers of two up to this many rows an SM, beyond which every count
 scores alike: one kernel serves every large batch, and few rows still get many lanes a row."""
@@ -77,6 +81,81 @@ def candidates(plan, problem: RowProblem, device: DeviceSpec):
             yield dataclasses.replace(base, unroll=unroll)
 
 
+COLUMN_ROWS = 32
+"""Rows of a column kernel's block at most: a warp's loads of one element are one contiguous access."""
+COLUMN_THREADS = (1, 2, 4, 8, 16, 32)
+"""Threads along the reduced dims a column kernel's block may have."""
+COLUMN_UNROLLS = (1, 2, 4, 8)
+COLUMN_MAX_STAGED = 32
+"""Bytes a column kernel's thread stages per step at most (`unroll` x a phase's bytes an
+element): beyond, ptxas interleaves the loads with their uses (counted in the SASS: 8 steps of
+7 f32 inputs kept 11 KiB in flight per SM of the 40 planned)."""
+COLUMN_TARGET_IN_FLIGHT = 32 * 1024
+"""Bytes of loads in flight per SM a column schedule should keep (nvFuser's target)."""
+COLUMN_MIN_STEPS = 2
+"""Steps of its row a thread walks at least when blocks split the rows (their partials and the
+last block's combine are paid once per block)."""
+
+
+def column_candidates(problem: RowProblem, device: DeviceSpec, splittable: bool):
+    rows, row_len = max(1, problem.rows), max(1, problem.row_len)
+    columns = min(COLUMN_ROWS, 1 << (rows - 1).bit_length())
+    blocks_x = math.ceil(rows / columns)
+    for threads in COLUMN_THREADS:
+        if columns * threads > device.max_threads_per_block or (threads > 1 and columns * threads < 32):
+            continue
+        for unroll in COLUMN_UNROLLS:
+            if threads * unroll > 2 * row_len and (threads, unroll) != (1, 1):
+                continue
+            if unroll > 1 and unroll * max(problem.phase_bytes) > COLUMN_MAX_STAGED:
+                continue
+            base = RowSchedule(columns * threads, False, unroll=unroll, row_threads=threads)
+            yield base
+            if not splittable or blocks_x > MAX_GRID_X_UNSTRIDED:
+                continue
+            most = min(MAX_GRID_Y, row_len // (threads * unroll * COLUMN_MIN_STEPS))
+            row_blocks = 2
+            while row_blocks <= most:
+                yield dataclasses.replace(base, row_blocks=row_blocks)
+                row_blocks *= 2
+
+
+def column_schedule(plan, problem: RowProblem, device: DeviceSpec, splittable: bool) -> RowSchedule:
+    """The schedule of a thread per row (the innermost dim kept), as nvFuser's outer reduction:
+    the row count of a block up to a warp (consecutive threads on consecutive rows), threads
+    along the reduced dims, steps of `unroll` elements and, where nothing in the kernel reads
+    the results (`splittable`), blocks along the reduced dims, scored by the model as planned
+    (`DeviceSpec.planning`); near-ties go to fewer blocks along the rows, then fewer threads."""
+    planning = device.planning()
+    scored = []
+    for schedule in column_candidates(problem, device, splittable):
+        resources = estimated_resources(plan, problem, schedule)
+        ctas = ctas_per_sm(planning, schedule.block, resources.registers, resources.shared_bytes)
+        moved = traffic(problem, schedule, planning, ctas)
+        grid = column_grid(problem.rows, schedule)
+        prediction = predict(planning, grid[0] * grid[1], schedule.block, resources, moved)
+        scored.append((prediction.seconds, prediction.in_flight_per_sm >= COLUMN_TARGET_IN_FLIGHT, schedule))
+    # Schedules that keep the target in flight when some do (a GPU's latency is not the model's).
+    if any(full for _, full, _ in scored):
+        scored = [entry for entry in scored if entry[1]]
+    best = min(seconds for seconds, _, _ in scored)
+    near = [sch for seconds, _, sch in scored if seconds <= best * (1 + TIE)]
+    chosen = min(near, key=lambda sch: (sch.row_blocks, sch.row_threads, -sch.unroll))
+    return dataclasses.replace(chosen, min_blocks=launch_bound_blocks(plan, problem, chosen, device))
+
+
+MAX_GRID_X_UNSTRIDED = 2**31 - 1
+"""gridDim.x's limit: a split column kernel's grid covers its rows (no grid-stride loop)."""
+MAX_GRID_Y = 65535
+
+
+def column_grid(rows: int, schedule: RowSchedule) -> tuple[int, int, int]:
+    blocks = math.ceil(rows / schedule.columns)
+    if schedule.row_blocks > 1:
+        return blocks, schedule.row_blocks, 1
+    return max(1, min(blocks, MAX_GRID_X_UNSTRIDED)), 1, 1
+
+
 def scored_rows(rows: int, device: DeviceSpec) -> int:
     cap = SCORED_ROWS_PER_SM * device.sms
     return cap if rows >= cap else 1 << max(0, rows - 1).bit_length()
@@ -92,7 +171,7 @@ class Scored:
 
 
 def score(plan, problem: RowProblem, schedule: RowSchedule, device: DeviceSpec) -> Scored:
-    device = dataclasses.replace(device, dram_latency_s=device.dram_latency_s * LATENCY_MARGIN)
+    device = device.planning()  # the latency with margin, not the fitted one (DeviceSpec.plan_latency_s)
     resources = estimated_resources(plan, problem, schedule)
     ctas = ctas_per_sm(device, schedule.block, resources.registers, resources.shared_bytes)
     nominal = dataclasses.replace(problem, rows=scored_rows(problem.rows, device))
@@ -137,4 +216,4 @@ def ranked(plan, problem: RowProblem, device: DeviceSpec) -> list[Scored]:
                   key=lambda s: (s.prediction.seconds, _preference(s)))
 
 
-__all__ = ["Scored", "candidates", "plan_row_schedule", "ranked", "score"]
+__all__ = ["Scored", "candidates", "column_grid", "column_schedule", "plan_row_schedule", "ranked", "score"]

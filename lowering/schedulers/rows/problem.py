@@ -29,6 +29,9 @@ BASE_REGISTERS = 24
 """Registers of a row kernel besides what it keeps or has in flight (indices, accumulators)."""
 KEPT_REGISTER_FACTOR = 1.2
 SHARED_UNROLL = 4
+STAGE_WORDS = 32
+"""Registers a register-persistent row's load stage fills at most: its vectors are loaded in
+chunks of that many words (rows/emit.py stage_chunk), each chunk's loads issued together."""
 """A shared-memory row's phase loops unroll this many vectors (rows/emit.py)."""
 SHUFFLE_REDUCTION_WEIGHT = 0.1
 """A reduction within a warp's group of lanes (shuffles only), as a share of a block reduction's
@@ -150,8 +153,10 @@ def in_flight_per_thread(problem: RowProblem, schedule: RowSchedule) -> int:
     """Bytes of loads a thread issues in the first phase before it uses one: the phase's loads
     along the row, `vec` elements each, for every vector of the unrolled step (all of its
     share of the row when persistent in registers; 4 at a time into shared memory)."""
-    if not schedule.block_per_row or schedule.split:
+    if schedule.split:
         return problem.phase_bytes[0] or 4
+    if not schedule.block_per_row:  # a thread per row: `unroll` elements a step
+        return (problem.phase_bytes[0] or 4) * schedule.unroll
     per_vector = problem.phase_bytes[0] * schedule.vec
     if schedule.persistent and schedule.keep == "prefetch":
         per_vector += problem.prefetch_bytes * schedule.vec
@@ -198,6 +203,10 @@ def traffic(problem: RowProblem, schedule: RowSchedule, device: DeviceSpec, ctas
         working_set = device.sms * most * schedule.rows_per_block * problem.row_len * problem.stream_bytes
         hit = min(1.0, L2_RESIDENT_FRACTION * device.l2_bytes / working_set) if working_set else 1.0
         dram += round((1 - hit) * problem.rows * problem.row_len * sum(problem.reread_bytes[1:]))
+    if not schedule.block_per_row and schedule.row_blocks > 1:
+        # Each block's partials out and back in (8 bytes a row a phase at most).
+        blocks_x = math.ceil(problem.rows / schedule.columns)
+        dram += 2 * 8 * schedule.columns * blocks_x * schedule.row_blocks * problem.phases
     trips, barriers = dependent_waits(problem, schedule, device)
     return Traffic(dram, in_flight_per_thread(problem, schedule), problem.element_bytes * schedule.vec, least,
                    trips, barriers)
@@ -207,10 +216,17 @@ def dependent_waits(problem: RowProblem, schedule: RowSchedule, device: DeviceSp
     """(DRAM waits, reductions) of one block over its life (performance.Traffic): per row it
     owns, a persistent row's one load (two steps a shared-memory row's 4-vector unroll... one
     per unrolled group) or a streamed row's steps in every pass, and a reduction per phase."""
-    if not schedule.block_per_row or schedule.split:
+    if schedule.split:
         blocks = SPLIT_BLOCKS_PER_SM * device.sms
-        per_thread = problem.row_len if not schedule.split else problem.row_len / (schedule.block * blocks)
+        per_thread = problem.row_len / (schedule.block * blocks)
         return max(1.0, per_thread / UNROLLED_BY_COMPILER), problem.phases
+    if not schedule.block_per_row:
+        # A thread per row: each phase's steps of `unroll` elements, then the combine across the
+        # row's threads, for every tile of rows a block walks.
+        tiles = math.ceil(problem.rows / (schedule.columns * MAX_GRID)) if schedule.row_blocks == 1 else 1
+        steps = math.ceil(problem.row_len / (schedule.row_threads * schedule.row_blocks * schedule.unroll))
+        combines = problem.phases * (1 if schedule.row_threads > 1 else 0) + (1 if schedule.row_blocks > 1 else 0)
+        return tiles * problem.phases * max(1, steps), tiles * combines
     rows_per_block = math.ceil(problem.rows / (grid_blocks(problem, schedule, MAX_GRID) * schedule.rows_per_block))
     # A block reduction waits on barriers and shared memory; a group's is a few shuffles.
     weight = 1.0 if schedule.rows_per_block == 1 else SHUFFLE_REDUCTION_WEIGHT

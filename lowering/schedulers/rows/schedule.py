@@ -12,7 +12,13 @@ How threads map to a row (the innermost dim reduced, `block_per_row`):
   (that many loads in flight before the first is used); max and sum(exp(x - max)) merge into
   one online pass and sum / sum of squares into one Welford pass (`merged`), and the later
   phases re-read the row, which recent rows leave in L2.
-The innermost dim kept: one thread per row, a serial loop over the reduced elements.
+The innermost dim kept (a *column* kernel: a bias gradient, a batch norm's statistics): one
+thread per row, consecutive threads on consecutive rows (the kept innermost elements, so each
+load of a warp is one contiguous access), `row_threads` threads of a block along the reduced
+dims and, without normalization, `row_blocks` blocks (gridDim.y) along them; each thread
+walks its share in steps of `unroll` elements, all loaded before any is used; the block's
+threads of a row combine through shared memory, and the last of a row's blocks combines their
+partials (lowering/schedulers/rows/columns.py).
 Everything reduced, no normalization: `split` the one row over the grid.
 """
 
@@ -48,6 +54,12 @@ class RowSchedule:
     min_blocks: int = 0
     """Blocks per SM the kernel is compiled for (`__launch_bounds__`: ptxas keeps registers
     within what that many blocks leave a thread); 0: no minimum."""
+    row_threads: int = 1
+    """A thread per row: threads of a block along the reduced dims (a power of two dividing the
+    block; the block is `block // row_threads` rows wide)."""
+    row_blocks: int = 1
+    """A thread per row: blocks along the reduced dims (gridDim.y), the last of them combining
+    the partials; more than 1 only where no reduction result flows back onto the rows."""
 
     @property
     def row_lanes(self) -> int:
@@ -62,15 +74,29 @@ class RowSchedule:
         return self.block_per_row and self.iters > 0
 
     @property
+    def columns(self) -> int:
+        """A thread per row: the rows a block holds (its threads across the rows)."""
+        return self.block // self.row_threads
+
+    @property
     def merged(self) -> bool:
-        """Reductions merge into one pass (online softmax, Welford): when the row is streamed."""
+        """Reductions merge into one pass (online softmax, Welford): when a row is streamed by
+        a block's threads or by one thread alone (threads and blocks along a thread-per-row's
+        reduced dims make each phase its own pass, combined across them: rows/columns.py)."""
+        if not self.block_per_row:
+            return self.row_threads == 1 and self.row_blocks == 1
         return not self.persistent
 
     def describe(self) -> str:
         if self.split:
             return f"one row split over the grid, block: {self.block}"
         if not self.block_per_row:
-            return f"thread per row, block: {self.block}"
+            text = f"thread per row, block: {self.block}"
+            if self.row_threads > 1:
+                text += f" ({self.columns} rows x {self.row_threads} threads along them)"
+            if self.row_blocks > 1:
+                text += f", {self.row_blocks} blocks along the rows"
+            return text + (f", unroll: {self.unroll}" if self.unroll > 1 else "")
         rows = self.rows_per_block
         shape = f"{rows} rows of {self.row_lanes} lanes" if rows > 1 else "block per row"
         text = f"{shape}, block: {self.block}, vec: {self.vec}"
