@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
 import sys
 from dataclasses import dataclass

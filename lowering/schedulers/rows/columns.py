@@ -25,6 +25,7 @@ from the combine; such kernels keep row_blocks == 1.
 from __future__ import annotations
 
 from fuser.lowering.codegen.emit_cuda import KernelEmitter
+from fuser.lowering.codegen.index import ZERO
 from fuser.lowering.codegen.kernel import DROP, FULL, KEEP
 from fuser.lowering.schedulers.grid import FUNCTOR, LAST_BLOCK, SMEM_NAME, WIDE_SLOTS, Accumulator
 from fuser.lowering.schedulers.rows.schedule import RowSchedule
@@ -92,8 +93,6 @@ class ColumnKernel:
         return [self.o[d] if d in self.o else self.r[d] for d in range(self.rank)]
 
     def row_idx(self, v) -> list:
-        from fuser.lowering.codegen.index import ZERO
-
         if self.em.plan.forms.get(v, DROP if v.type.rank == len(self.kept) else KEEP) == KEEP:
             return [self.o.get(d, ZERO) for d in range(self.rank)]
         return [self.o[d] for d in self.kept]

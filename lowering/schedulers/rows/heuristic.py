@@ -81,6 +81,11 @@ def candidates(plan, problem: RowProblem, device: DeviceSpec):
             yield dataclasses.replace(base, unroll=unroll)
 
 
+MAX_GRID_X_UNSTRIDED = 2**31 - 1
+"""gridDim.x's limit: a split column kernel's grid covers its rows (no grid-stride loop)."""
+MAX_GRID_Y = 65535
+
+
 COLUMN_ROWS = 32
 """Rows of a column kernel's block at most: a warp's loads of one element are one contiguous access."""
 COLUMN_THREADS = (1, 2, 4, 8, 16, 32)
@@ -142,11 +147,6 @@ def column_schedule(plan, problem: RowProblem, device: DeviceSpec, splittable: b
     near = [sch for seconds, _, sch in scored if seconds <= best * (1 + TIE)]
     chosen = min(near, key=lambda sch: (sch.row_blocks, sch.row_threads, -sch.unroll))
     return dataclasses.replace(chosen, min_blocks=launch_bound_blocks(plan, problem, chosen, device))
-
-
-MAX_GRID_X_UNSTRIDED = 2**31 - 1
-"""gridDim.x's limit: a split column kernel's grid covers its rows (no grid-stride loop)."""
-MAX_GRID_Y = 65535
 
 
 def column_grid(rows: int, schedule: RowSchedule) -> tuple[int, int, int]:

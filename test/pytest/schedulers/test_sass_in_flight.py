@@ -18,7 +18,6 @@ Skipped, saying why, without NVRTC (the nvrtc extra) or nvdisasm (its nvidia-cud
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import tempfile
