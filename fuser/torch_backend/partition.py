@@ -82,7 +82,9 @@ def partition_graph(gm: torch.fx.GraphModule, kind: str, execute_options: dict |
     partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=False,
                                              non_compute_ops=_non_compute_names())
     partitions = partitioner.propose_partitions()
+    proposed = {n: p for p in partitions for n in p.nodes}
     partitioner.remove_bookend_non_compute_ops(partitions)
+    _keep_leading_expands(partitions, proposed)
     partitions = _split_at_collectives(gm.graph, partitions)
     partitioned = {n for p in partitions for n in p.nodes}
     for partition in partitions:
@@ -150,6 +152,22 @@ def single_region(gm: torch.fx.GraphModule) -> FusedRegion | None:
         if item.target is not operator.getitem or item.args != (call, k) or item.kwargs:
             return None
     return region if list(output.args[0]) == items else None
+
+
+def _keep_leading_expands(partitions: list, proposed: dict) -> None:
+    """An expand at the start of a partition stays in it (torch's partitioner takes every view at a
+    partition's edge out, to run eagerly for free): eagerly, it hands the fusion a tensor with
+    stride-0 dims, which the fusion reads as a full tensor, an element at a time (no vector
+    access, no load hoisted out of the broadcast loop: the mean's gradient of every training
+    step); inside, the fusion broadcasts its input and the kernel knows it. Only an expand all
+    of whose users are in its partition: its value then never leaves it."""
+    current = {n: p for p in partitions for n in p.nodes}
+    for node, partition in proposed.items():
+        if node in current or node.target is not torch.ops.aten.expand.default or partition not in partitions:
+            continue
+        if node.users and all(current.get(u) is partition for u in node.users):
+            partition.add_node(node)
+            current[node] = partition
 
 
 def _split_at_collectives(graph: torch.fx.Graph, partitions: list) -> list:

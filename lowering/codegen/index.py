@@ -75,6 +75,13 @@ def depends_only_on(idx: Sequence[Ix], allowed: frozenset[int] | set[int]) -> bo
     return all(not ix.local and ix.dims <= allowed for ix in idx)
 
 
+def within_dims(idx: Sequence[Ix], allowed: frozenset[int] | set[int]) -> bool:
+    """Every component varies only with the loop variables of `allowed` dims, temporaries
+    included (a per-row index re-linearised through a reshape is constant along the row, though
+    it cannot be hoisted above the temporary it reads: `depends_only_on` is that stricter test)."""
+    return all(ix.dims <= allowed for ix in idx)
+
+
 def lane_of(idx: Sequence[Ix]) -> int:
     """Which element of a vector access `idx` is at (0 when no component is a vector lane)."""
     return next((ix.lane for ix in idx if ix.lane is not None), 0)

@@ -24,7 +24,7 @@ from fuser_dialect import ops_compute as C
 from fuser.lowering.codegen import cuda_exprs as X
 from fuser.lowering.codegen.emit_cuda import KernelEmitter, PhaseLoop
 from fuser_dialect.types import numpy_dtype
-from fuser.lowering.codegen.index import ZERO, Ix, depends_only_on, vector_lane
+from fuser.lowering.codegen.index import ZERO, Ix, depends_only_on, vector_lane, within_dims
 from fuser.lowering.codegen.kernel import DROP, FULL, GRID, KEEP
 from fuser.lowering.schedulers.grid import FUNCTOR, SMEM_NAME, Accumulator, emit_grid_combine
 from fuser.lowering.schedulers.rows.merges import online_softmax_pairs, welford_pairs
@@ -192,7 +192,7 @@ class RowKernel:
         words = 0
         if phase < len(loads):
             words = sum(numpy_dtype(load.value.type.dtype).itemsize for load in loads[phase]
-                        if load.idx and not depends_only_on(load.idx, frozenset(self.kept)))
+                        if load.idx and not within_dims(load.idx, frozenset(self.kept)))
         if phase == 0:
             words += sum(numpy_dtype(v.type.dtype).itemsize for v, _ in self.prefetched)
         words = max(1, words * self.vec // 4)

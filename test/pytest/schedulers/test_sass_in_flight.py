@@ -171,27 +171,23 @@ def test_kernels_keep_32_kib_in_flight_per_sm_in_their_sass(name, kernels):
         _check_kernel(name, k, MIN_IN_FLIGHT_PER_SM)
 
 
-MODEL_LEAST_IN_FLIGHT_PER_SM = 16 * KIB
-"""The model suite's largest kernels: 16 KiB at least (not yet 32: the first layer's embedding
-and layer norm keeps 19-29 KiB, its 197 registers leaving 8 warps an SM; the bias gradients
-27-28 KiB, ptxas issuing 7 of a step's 8 loads together)."""
-
-
 @pytest.mark.parametrize("model", ["gpt2", "llama", "bert"])
 def test_the_model_suites_largest_kernels_in_their_sass(model):
-    """The three kernels of the training step (forward and backward, one layer, real sizes,
-    traced on the meta device: benchmarks/model_kernels.py) that move the most bytes."""
+    """The five kernels of the training step's three largest regions a graph (forward and
+    backward, one layer, real sizes, traced on the meta device: benchmarks/model_kernels.py)
+    that move the most bytes: with the embeddings' layer norm (a gathered row) and RMSNorm's
+    backward among them, 19-29 KiB before their load stages were sized by the SASS."""
     from fuser.benchmarks.model_kernels import largest, region_kernels, traced_regions
 
     kernels = []
-    for region in largest(traced_regions(model), 2):
+    for region in largest(traced_regions(model), 3):
         for k in region_kernels(region):
             p = k.performance("h100")
             if p is not None and p.sass_in_flight_per_sm is not None:
                 kernels.append((p.min_bytes, region.name, k))
     assert kernels, f"{model}: no kernel traced"
-    for _, region, k in sorted(kernels, key=lambda entry: -entry[0])[:3]:
-        _check_kernel(f"{model} {region}", k, MODEL_LEAST_IN_FLIGHT_PER_SM)
+    for _, region, k in sorted(kernels, key=lambda entry: -entry[0])[:5]:
+        _check_kernel(f"{model} {region}", k, MIN_IN_FLIGHT_PER_SM)
 
 
 def test_the_count_sees_loads_that_wait_behind_their_branches():

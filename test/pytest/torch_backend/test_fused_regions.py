@@ -302,3 +302,30 @@ def test_a_bad_setting_surfaces_under_torch_compile(monkeypatch):
     monkeypatch.setenv("FUSER_DISABLE", "bogus")
     with pytest.raises(Exception, match=r"FUSER_DISABLE='bogus': unknown option 'bogus'"):
         torch.compile(lambda x: (x * 2).exp(), backend="fuser")(torch.ones(3))
+
+
+def test_the_mean_gradients_expand_is_fused_into_its_region():
+    """The backward of a mean begins with an expand of the scalar tangent: left eager (torch's
+    partitioner takes views at a region's edge out), the fusion got a stride-0 tensor of the
+    full shape, read an element at a time (RMSNorm's backward at Llama's size: scalar loads,
+    8 KiB in flight per SM). Fused, the region reads the scalar and broadcasts it."""
+    def fn(x, w):
+        return (x * w).square().mean()
+
+    reports = compare_with_eager(fn, torch.randn(4, 8, 16, requires_grad=True), torch.randn(16, requires_grad=True))
+    backward = report_of(reports, "backward")
+    assert "aten.expand.default" not in backward.eager_ops, str(backward)
+
+
+def test_an_expand_whose_value_leaves_its_region_stays_a_view():
+    """Only an expand all of whose users are in its region joins it: one returned is the view
+    eager returns (stride 0), not a copy."""
+    def fn(x, y):
+        wide = x.expand(4, 16)
+        return wide, (wide * y).sum(0)
+
+    got = torch.compile(fn, backend="fuser")(torch.randn(1, 16), torch.randn(4, 16))
+    assert got[0].stride() == (0, 1)
+    x, y = torch.randn(1, 16), torch.randn(4, 16)
+    for g, w in zip(torch.compile(fn, backend="fuser")(x, y), fn(x, y)):
+        torch.testing.assert_close(g, w)
