@@ -135,8 +135,11 @@ def kernel_performance(inputs: ModelInputs, name: str, grid: tuple[int, int, int
         # What the compiled code keeps in flight, not what the schedule means to.
         traffic = dataclasses.replace(traffic, in_flight_per_thread=sass.in_flight_per_thread)
         source_of_flight = "sass"
+    elif sass is not None:
+        traffic = dataclasses.replace(traffic, loads=False)
+        source_of_flight = "sass (no global loads: stores only, bound by DRAM's rate)"
     else:
-        source_of_flight = "schedule" + (f" ({why_not})" if why_not else " (the SASS has no global loads)")
+        source_of_flight = f"schedule ({why_not})"
     prediction = predict(spec, blocks, block, resources, traffic)
     load = widths[0] if widths else traffic.access_bytes
     return KernelPerformance(

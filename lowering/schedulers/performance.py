@@ -59,6 +59,9 @@ class Traffic:
     barriers: float = 0.0
     """Reductions across a block's (or a row's) lanes over its life, each chained behind the
     loads before it."""
+    loads: bool = True
+    """Whether the kernel reads global memory at all. One that only stores (a fill) waits on no
+    load: its stores are posted, and DRAM's rate alone bounds it."""
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,10 @@ def predict(device: DeviceSpec, blocks: int, block: int, resources: Resources, t
     # Spilled registers go through L1/L2 in local memory: each spill byte is traffic a
     # thread waits on; charged as DRAM-latency-bound bytes.
     latency_bound = busy_sms * in_flight / device.dram_latency_s if in_flight else 0.0
-    bandwidth = min(device.copy_bandwidth, latency_bound) if latency_bound else device.copy_bandwidth * 1e-3
+    if not traffic.loads:
+        bandwidth = device.copy_bandwidth
+    else:
+        bandwidth = min(device.copy_bandwidth, latency_bound) if latency_bound else device.copy_bandwidth * 1e-3
     limiter = "dram" if bandwidth >= device.copy_bandwidth else "latency"
     waves = math.ceil(blocks / (ctas * device.sms))
     chain = waves * (traffic.round_trips * device.dram_latency_s + traffic.barriers * device.reduction_s)

@@ -63,6 +63,34 @@ def test_bandwidth_follows_bytes_in_flight_up_to_a_copy():
     assert chained.limiter == "dependent waits" and chained.seconds > at_copy
 
 
+def test_a_kernel_that_only_stores_is_bound_by_drams_rate():
+    """A fill (the zeros of an embedding's gradient: 1 GB at Llama's vocabulary) waits on no
+    load: with nothing in flight, the model had charged it as latency-bound (52 % of copy)."""
+    moved = 1 << 30
+    fill = predict(H100, 132 * 16, 128, Resources(32), Traffic(moved, 0, 16, loads=False))
+    assert fill.seconds == pytest.approx(moved / H100.copy_bandwidth + H100.launch_s)
+    assert predict(H100, 132 * 16, 128, Resources(32), Traffic(moved, 0, 16)).seconds > 100 * fill.seconds
+
+
+@requires_ptxas
+def test_a_compiled_fill_is_predicted_from_its_sass_as_stores_only(monkeypatch):
+    import numpy as np
+
+    from fuser import DataType, FusionDefinition
+    from fuser.lowering.backends.sass import nvdisasm
+
+    if nvdisasm() is None:
+        pytest.skip("nvdisasm not found (the nvrtc extra's nvidia-cuda-nvdisasm)")
+    monkeypatch.setenv("FUSER_GPU_PROFILE", "h100")
+    with FusionDefinition() as fd:
+        n = fd.define_scalar(DataType.Int)
+        fd.add_output(fd.ops.full([n, 2048], fd.define_scalar(0.0), DataType.Float))
+    (kernel,) = fd.kernels_for([128256], backend="cpu")
+    p = kernel.performance("h100")
+    assert p.in_flight_from.startswith("sass (no global loads"), p.in_flight_from
+    assert p.fraction_of_copy > 0.95, p
+
+
 def test_device_profiles_and_driver_attributes():
     assert profile("H100") is H100 and profile("h200") is H200
     with pytest.raises(ValueError, match="unknown GPU profile 'a100'"):
