@@ -160,7 +160,10 @@ def main(argv: list[str] | None = None) -> int:
                 p = k.performance("h100")
                 if p is None:
                     continue
-                sass = f"{p.sass_in_flight_per_sm / 1024:.1f}" if p.sass_in_flight_per_sm is not None else "—"
+                if p.sass_in_flight_per_sm is not None:
+                    sass = f"{p.sass_in_flight_per_sm / 1024:.1f}"
+                else:  # no SASS (say why), or none of its instructions a global load
+                    sass = "stores only" if p.in_flight_from.startswith("sass") else "—"
                 print(f"| {name} | {region.name} | {p.schedule} | {p.min_bytes / 1e6:.0f} | {sass} | "
                       f"{p.schedule_in_flight_per_sm / 1024:.1f} | {p.predicted_s * 1e6:.1f} | "
                       f"{100 * p.fraction_of_copy:.0f} |", flush=True)
