@@ -636,11 +636,22 @@ def _is_int(a: np.ndarray) -> bool:
     return a.dtype.kind in "iub"
 
 
+_POW_BY_CONSTANT: dict[float, Callable[[np.ndarray], np.ndarray]] = {
+    0.0: np.ones_like, 1.0: np.copy, 2.0: lambda a: a * a, 3.0: lambda a: a * a * a, 0.5: np.sqrt,
+    -0.5: lambda a: 1 / np.sqrt(a), -1.0: lambda a: 1 / a, -2.0: lambda a: 1 / (a * a),
+}
+"""A float power by these constant exponents as ATen's pow(Tensor, Scalar) computes it (and the
+generated code: lowering/codegen/cuda_exprs.py POW_BY_CONSTANT), not as the general pow."""
+
+
 def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """np.power, but integer powers with a negative exponent as torch computes them (numpy
     refuses them): 1 for a base of 1, -1 or 1 for a base of -1 (odd or even exponent), else 0
     (the integer part of 1 / base**|exponent|; 0 for a base of 0 too). Overflow wraps."""
     a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind == "f" and b.ndim == 0 and float(b) in _POW_BY_CONSTANT:
+        with np.errstate(all="ignore"):
+            return _POW_BY_CONSTANT[float(b)](a).astype(a.dtype)
     if a.dtype.kind not in "iu" or b.dtype.kind not in "iu":
         return np.power(a, b)
     negative = b < 0

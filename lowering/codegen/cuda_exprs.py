@@ -433,6 +433,31 @@ _INT_HELPERS = {
 """Integer-only ops (i32/i64 operands, checked by the verifier), spelled with SUPPORT's helpers."""
 
 
+POW_BY_CONSTANT = {
+    0.0: "(({t})1)",
+    1.0: "({a})",
+    2.0: "({a} * {a})",
+    3.0: "({a} * {a} * {a})",
+    0.5: "{sqrt}({a})",
+    -0.5: "(({t})1 / {sqrt}({a}))",
+    -1.0: "(({t})1 / ({a}))",
+    -2.0: "(({t})1 / ({a} * {a}))",
+}
+"""A float power by a constant exponent as torch computes it (ATen's pow(Tensor, Scalar): 0 a
+fill of ones, 1 a copy, 2 and 3 products, 0.5 a square root, -0.5 its reciprocal, -1 and -2
+reciprocals; powf(-inf, -0.5) would be 0 where torch gives NaN), not the
+general powf: a few multiplies where powf is some forty instructions and a dozen registers
+(RMSNorm's backward at Llama's size: 191 registers a thread with powf(x, 1.0f) and (x, 2.0f))."""
+
+
+def pow_by_constant(a: str, exponent: float, dtype: str) -> str | None:
+    """torch's spelling of `a ** exponent` for a float `a`, or None for any other exponent."""
+    form = POW_BY_CONSTANT.get(exponent)
+    if form is None or dtype not in FLOATS or dtype in COMPLEX:
+        return None
+    return form.format(a=a, t=COMPUTE_TYPE[dtype], sqrt=_fn("sqrt", dtype))
+
+
 def binary_expr(kind: BinaryKind, a: str, b: str, dtype: str) -> str:
     """`dtype` is the operands' (compute) dtype."""
     is_float = dtype in FLOATS

@@ -48,6 +48,14 @@ from fuser.lowering.codegen.index import (ZERO, Ix, computed, depends_only_on, g
 from fuser.lowering.codegen.kernel import KernelPlan
 
 
+def _float_constant(v: SSAValue) -> float | None:
+    """The value of a scalar operand defined by a float constant, else None."""
+    op = v.owner
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, FloatAttr):
+        return op.value.value.data
+    return None
+
+
 @dataclass(frozen=True)
 class Param:
     """One kernel parameter and where its value comes from at launch.
@@ -700,7 +708,8 @@ class KernelEmitter:
         a = yield from self._operand(op.lhs, idx, dtype)
         b = yield from self._operand(op.rhs, idx, dtype)
         dst = op.result.type.dtype
-        expr = X.binary_expr(op.op_kind, a, b, dtype)
+        exponent = _float_constant(op.rhs) if op.op_kind == C.BinaryKind.POW else None
+        expr = exponent is not None and X.pow_by_constant(a, exponent, dtype) or X.binary_expr(op.op_kind, a, b, dtype)
         return self.tmp(X.COMPUTE_TYPE[dst], expr if dst == "i1" else X.round_expr(expr, dst))
 
     def op_WhereOp(self, op: C.WhereOp, idx):

@@ -196,7 +196,11 @@ class RowKernel:
         if phase == 0:
             words += sum(numpy_dtype(v.type.dtype).itemsize for v, _ in self.prefetched)
         words = max(1, words * self.vec // 4)
-        return max(1, min(self.schedule.iters, STAGE_WORDS // words))
+        most = max(1, min(self.schedule.iters, STAGE_WORDS // words))
+        # Chunks of one size (8 vectors at most 6 a chunk: 4 + 4, not 6 + 2): no shorter last
+        # chunk whose loop ptxas schedules on its own.
+        chunks = -(-self.schedule.iters // most)
+        return -(-self.schedule.iters // chunks)
 
     def close_loop(self) -> None:
         em = self.em
