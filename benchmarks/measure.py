@@ -215,8 +215,8 @@ class EmptyLaunches:
     - the full path's `program.launch(...)`: the real launch's argument checks and packing
       (`pack_args`) run, then the empty kernel; both count as "in launch" (as before launch plans);
     - a launch plan's prebuilt launches (`BoundLaunch` / `BoundGpuLaunch`): only the raw C
-      launcher call (cpu), the cuLaunchKernel call (cuda, Python path) or the native launcher's
-      call (cuda: lowering/backends/gpu_launcher.py, given the empty kernel's launch record) is
+      launcher call (cpu, Python path), the cuLaunchKernel call (cuda, Python path) or the native
+      launcher's call (lowering/backends/gpu_launcher.py, given the empty kernel's launch record) is
       swapped and timed, so writing the data pointers into the argument buffers and everything
       else in Python count as fuser's own share: "in launch" is the bare launch of the empty
       kernel (natively: with the launcher's own few instructions around it) and nothing of ours."""
@@ -296,10 +296,22 @@ class EmptyLaunches:
             swap.ns += time.perf_counter_ns() - t0
             return code
 
+        empty_native = empty.native
+
+        def timed_native(*_pointers):  # the pointers go nowhere: the empty kernel has none
+            t0 = time.perf_counter_ns()
+            counts = empty_native()
+            swap.ns += time.perf_counter_ns() - t0
+            return counts
+
         for bound in list(BoundLaunch.instances):
             if bound is not empty:
-                self._swapped.append((bound, "_call", bound._call))
+                self._swapped += [(bound, "_call", bound._call), (bound, "native", bound.native)]
                 bound._call = timed_empty
+                if bound.native is not None and empty_native is not None:
+                    bound.native = timed_native  # the native launcher's call of the empty kernel
+                else:
+                    bound.native = None
 
     def __exit__(self, *exc):
         self.program_type.launch = self.original

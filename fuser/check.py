@@ -180,7 +180,7 @@ def versions() -> list[tuple[str, str]]:
 
 def compilers() -> list[tuple[str, bool, str]]:
     """(name, usable, version or why not) for NVRTC, nvcc, the host C++ compiler and the native
-    GPU launcher it builds (lowering/backends/gpu_launcher.py)."""
+    launcher it builds for GPU and cpu-backend launches (lowering/backends/gpu_launcher.py)."""
     from fuser.lowering.backends import compile as cc
     from fuser.lowering.backends import CPU
 
@@ -194,7 +194,7 @@ def compilers() -> list[tuple[str, bool, str]]:
 
     launcher = gpu_launcher.status()  # built here on first use (about a second, once per installation)
     rows.append(("gpu launcher", launcher == "native",
-                 "native (prebuilt launches in one C call)" if launcher == "native"
+                 "native (prebuilt launches in one C call, GPU and cpu backend)" if launcher == "native"
                  else launcher.replace("python: ", "Python path: ", 1)))
     return rows
 

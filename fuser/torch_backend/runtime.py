@@ -49,6 +49,20 @@ def tuning_line(index: int, tuning) -> str:
     return f"kernel {index}: tuned to {tuning.chosen}{gain} (heuristic: {tuning.heuristic}{source})"
 
 
+class _Replays:
+    """What every call of a region reads first: its TensorCalls (newest first) and the kernel names
+    its stats last recorded. A plain object, not the region's attributes: an nn.Module's attribute
+    reads go through its `__getattr__` hook, which Python does not specialise (a few hundred
+    instructions each, three a call)."""
+
+    __slots__ = ("calls", "recorded_names")
+
+    def __init__(self):
+        self.calls: tuple = ()
+        """TensorCalls of this region's launch plans (lowering/execution/tensor_call.py), newest first."""
+        self.recorded_names: tuple[str, ...] | None = None
+
+
 class FusedRegion(torch.nn.Module):
     """One fusion standing for a partition of the ATen graph."""
 
@@ -60,7 +74,7 @@ class FusedRegion(torch.nn.Module):
         self.execute_options = dict(execute_options or {})
         """Keywords of every `fd.execute` (the backend's options, e.g. autotune)."""
         self.stats = RegionStats()
-        self.recorded_names: tuple[str, ...] | None = None  # the kernel names stats last recorded
+        self.replays = _Replays()
         # Where every output is one of the fusion's (the common case): their indices.
         specs = plan.outputs
         self.fusion_outputs = tuple(s.index for s in specs) if all(s.kind == "fusion" for s in specs) else None
@@ -68,15 +82,19 @@ class FusedRegion(torch.nn.Module):
         # A region with a tensor input and no option but autotune calls fd._execute itself: the
         # checks fd.execute makes of its keywords hold for every call (decided at the first).
         self._direct: bool | None = None if set(self.execute_options) <= {"autotune"} else False
-        self._tensor_calls: tuple = ()
-        """TensorCalls of this region's launch plans (lowering/execution/tensor_call.py), newest first."""
+
+    @property
+    def _tensor_calls(self) -> tuple:
+        """TensorCalls of this region's launch plans, newest first (`replays.calls`)."""
+        return self.replays.calls
 
     def __call__(self, *args):  # skips nn.Module's hook machinery: this is called per step
+        replays = self.replays
         try:
-            for call in self._tensor_calls:  # a launch plan's TensorCall: a guard, then its launches
+            for call in replays.calls:  # a launch plan's TensorCall: a guard, then its launches
                 outputs = call.run(args)
                 if outputs is not None:
-                    if call.kernel_names is self.recorded_names:
+                    if call.kernel_names is replays.recorded_names:
                         self.stats.calls += 1
                     else:
                         self._record()
@@ -92,15 +110,15 @@ class FusedRegion(torch.nn.Module):
         order, its outputs returned as they are: partition.single_region), in AOTAutograd's boxed
         convention (one list of arguments): the graph module's frame, its attribute lookup and
         the copy of the output tuple are skipped. The same steps as `__call__`."""
-        region = self
+        region, replays, stats = self, self.replays, self.stats
 
         def call(args):
             try:
-                for tensor_call in region._tensor_calls:
+                for tensor_call in replays.calls:
                     outputs = tensor_call.run(args)
                     if outputs is not None:
-                        if tensor_call.kernel_names is region.recorded_names:
-                            region.stats.calls += 1
+                        if tensor_call.kernel_names is replays.recorded_names:
+                            stats.calls += 1
                         else:
                             region._record()
                         return outputs if tensor_call.order is not None else region._results(outputs, args)
@@ -151,8 +169,9 @@ class FusedRegion(torch.nn.Module):
         """Keeps the TensorCall of the plan this call replayed (newest first), so that the next
         call with tensors like these skips fd.execute's signature, key and output wrapping."""
         call = self._executor.tensor_call(args, backend, self.fusion_outputs)
-        if call is not None and call not in self._tensor_calls:
-            self._tensor_calls = (call, *self._tensor_calls)[:MAX_PER_REGION]
+        replays = self.replays
+        if call is not None and call not in replays.calls:
+            replays.calls = (call, *replays.calls)[:MAX_PER_REGION]
 
     def raise_pending_index_fault(self) -> None:
         """Raises, as eager would, an out-of-range index a kernel of an earlier call recorded and
@@ -225,7 +244,7 @@ class FusedRegion(torch.nn.Module):
     def _record(self) -> None:
         names = self._executor.last_kernel_names() if self._direct else self.fd.last_kernel_names()
         self.stats.calls += 1
-        if names is self.recorded_names:  # the launch plan of the last call: nothing new
+        if names is self.replays.recorded_names:  # the launch plan of the last call: nothing new
             return
         if self.stats.calls == 1 or list(names) != self.stats.kernels:
             kernels = self.fd.last_kernels()
@@ -236,7 +255,7 @@ class FusedRegion(torch.nn.Module):
                 self.stats.tuned = tuned
             log.info("%s: %d ATen ops ran as %d kernel(s) %s", self.name, self.plan.aten_ops, len(kernels),
                      ", ".join(self.stats.schedulers))
-        self.recorded_names = names
+        self.replays.recorded_names = names
 
     @staticmethod
     def _result(spec, outputs, args, device):

@@ -21,7 +21,9 @@ import ctypes
 import dataclasses
 import functools
 import os
+import platform
 import shutil
+import struct
 import subprocess
 import tempfile
 import threading
@@ -53,7 +55,9 @@ BASE_FLAGS = (
     "-fno-math-errno",      # CUDA math never sets errno; lets sqrtf etc. inline
     "-fstack-clash-protection",  # large frames probe page by page: an overflow hits the fiber stack's guard
 )
-"""A kernel module's flags (the host runtime has its own, prebuilt.RUNTIME_FLAGS)."""
+"""A kernel module's flags (the host runtime has its own, prebuilt.RUNTIME_FLAGS), with
+`tls_flags` for the compiler."""
+TLS_DESCRIPTORS = "-mtls-dialect=gnu2"
 MEMCHECK_FLAG = "-DFUSER_MEMCHECK"
 RACECHECK_FLAG = "-DFUSER_RACECHECK"
 RACE = 10  # fuser_emu::kRace
@@ -79,6 +83,27 @@ def _compiler_identity(cxx: str) -> str | None:
     if proc.returncode != 0:
         return None
     return f"{os.path.realpath(path)}\n{proc.stdout.splitlines()[0] if proc.stdout else ''}"
+
+
+def tls_flags(identity: str | None) -> tuple[str, ...]:
+    """(TLS_DESCRIPTORS,) for GCC on x86-64, else (). A module's threadIdx, blockIdx, blockDim,
+    gridDim and counters are thread-locals of a dlopen'ed library, read by every emulated thread:
+    by default each read of them after a call goes through __tls_get_addr; through TLS descriptors
+    the loader resolves them to the static TLS block while its optional part has room (a few
+    modules a process: two instructions a read), to its dynamic path after that (as fast as
+    __tls_get_addr). An emulated thread of a small kernel: ~30 instructions less (issue 39)."""
+    if identity is None or platform.machine() != "x86_64":
+        return ()
+    return (TLS_DESCRIPTORS,) if _is_gcc(identity.partition("\n")[2]) else ()
+
+
+def _is_gcc(version: str) -> bool:
+    """Whether `version` (a compiler's first `--version` line) is GCC's: "<program> (<package>)
+    <version>", e.g. "g++ (Debian 12.2.0-14) 12.2.0"; clang's and others' read differently."""
+    program, _, rest = version.partition(" (")
+    close = rest.rfind(") ")
+    return (bool(program) and " " not in program and close >= 0 and rest[close + 2:close + 3].isdigit()
+            and "clang" not in version.lower())
 
 
 def cpu_compiler_available() -> bool:
@@ -248,8 +273,8 @@ class CpuCompiler(CachedCompiler):
         if racecheck is None:
             racecheck = settings.racecheck()
         self.racecheck = racecheck
-        self.flags = (*BASE_FLAGS, *extra_flags, *((MEMCHECK_FLAG,) if memcheck else ()),
-                      *((RACECHECK_FLAG,) if racecheck else ()))
+        self.flags = (*BASE_FLAGS, *tls_flags(_compiler_identity(settings.cxx())), *extra_flags,
+                      *((MEMCHECK_FLAG,) if memcheck else ()), *((RACECHECK_FLAG,) if racecheck else ()))
         self.runtime_flags = (*prebuilt.RUNTIME_FLAGS, *extra_flags)
         """The host runtime's: a memcheck module uses the same runtime as an unchecked one."""
 
@@ -408,9 +433,10 @@ class CpuModule:
         code = kernel.launch(ctypes.byref(cfg), argv, ctypes.byref(stats))
         del keep_alive
         if code == OUT_OF_BOUNDS:
-            raise _memcheck_error(kernel, regions, stats)
+            raise _memcheck_error(kernel, [r.name for r in regions], stats.error, stats.bad_region, stats.bad_index,
+                                  stats.bad_extent)
         if code != 0:
-            raise _launch_error(code, stats, kernel_name)
+            raise _launch_error(code, stats.error, kernel_name)
         return LaunchStats(stats.bytes_loaded, stats.bytes_stored)
 
     def bind(self, kernel_name: str, grid, block, args: Sequence, *, needs_sync: bool = True,
@@ -438,10 +464,18 @@ class _BoundState:
 
 class BoundLaunch:
     """A prebuilt launch: per call only the data pointers are written (`__call__`). Thread-safe:
-    each thread gets its own argument buffers on first use (no lock on later calls).
+    the native launcher keeps nothing between calls; on the Python path each thread gets its own
+    argument buffers on first use (no lock on later calls).
+
+    `native(*pointers)`: the launch in one C call (fuser's native launcher,
+    lowering/backends/gpu_launcher.py: `host_launch` with this launch's record, memcheck's and
+    racecheck's regions included), or None where launches take the Python path (`_call`, the raw
+    C launcher, through ctypes): a launcher that cannot be built, FUSER_DISABLE=native_launcher,
+    more than MAX_HOST_ARGS arguments. Both return (bytes loaded, bytes stored) and raise the
+    same errors (`_failed`).
 
     `instances` (weak) lets the benchmark harness swap every bound kernel for an empty one
-    (benchmarks/measure.py, EmptyLaunches): it replaces `_call`, the raw C launcher."""
+    (benchmarks/measure.py, EmptyLaunches): it clears `native` and replaces `_call`."""
 
     instances: "weakref.WeakSet[BoundLaunch]" = weakref.WeakSet()
 
@@ -469,10 +503,46 @@ class BoundLaunch:
                                             for i, a in enumerate(args) if not isinstance(a, PointerSlot)}
         self.regions = ([(args[i].nbytes, kernel.param_names[i].encode()) for i in self.pointer_slots]
                         if module.memcheck or module.racecheck else [])
+        self.pointer_bytes = sum(args[i].nbytes for i in self.pointer_slots)
+        """The bytes the pointer arguments span (their PointerSlots')."""
         launcher = ctypes.cast(kernel.launch, ctypes.c_void_p).value
         self._call = _RAW_LAUNCHER(launcher)
         self._local = threading.local()
+        self.native = self._native(launcher)
         BoundLaunch.instances.add(self)
+
+    def _native(self, launcher: int) -> Callable[..., tuple[int, int]] | None:
+        """`host_launch` bound to this launch's record, or None (the Python path: see the class doc)."""
+        if len(self.kernel.params) > MAX_HOST_ARGS:
+            return None
+        from fuser.lowering.backends import gpu_launcher
+
+        host_launch = gpu_launcher.native_host_launch()
+        if host_launch is None:
+            return None
+        small = self.grid == (1, 1, 1) and self.pointer_bytes <= SMALL_LAUNCH_BYTES
+        record = host_record(launcher, self._config(), len(self.kernel.params), self.pointer_slots, self.constants,
+                             self.regions, HOLD_GIL if small else 0)
+        return functools.partial(host_launch, record, self._failed)
+
+    def _failed(self, code: int, message: bytes, region: int, index: int, extent: int) -> None:
+        """Raises the error of a launch that returned `code` (either path), from its stats' fields:
+        a MemcheckError naming the parameter for an access out of bounds, else LaunchError or
+        RaceError."""
+        if code == OUT_OF_BOUNDS:
+            raise _memcheck_error(self.kernel, [name for _, name in self.regions], message, region, index, extent)
+        raise _launch_error(code, message, self.kernel.name)
+
+    def _config(self, interruptible: int = 0) -> _LaunchConfig:
+        cfg = _LaunchConfig()
+        cfg.grid[:] = self.grid
+        cfg.block[:] = self.block
+        cfg.needs_sync = 1 if self.needs_sync else 0
+        cfg.num_threads = self.num_threads
+        cfg.dynamic_smem_bytes = self.shared_bytes
+        cfg.stack_key = _fiber_stack_key()
+        cfg.interruptible = interruptible
+        return cfg
 
     def _state(self) -> _BoundState:
         n = max(1, len(self.kernel.params))
@@ -482,14 +552,7 @@ class BoundLaunch:
         for i, raw in self.constants.items():
             ctypes.memmove(base + 8 * i, raw, len(raw))
         st.argv = (ctypes.c_void_p * n)(*[base + 8 * i for i in range(n)])
-        st.cfg = cfg = _LaunchConfig()
-        cfg.grid[:] = self.grid
-        cfg.block[:] = self.block
-        cfg.needs_sync = 1 if self.needs_sync else 0
-        cfg.num_threads = self.num_threads
-        cfg.dynamic_smem_bytes = self.shared_bytes
-        cfg.stack_key = _fiber_stack_key()
-        cfg.interruptible = _handles_sigint()
+        st.cfg = cfg = self._config(_handles_sigint())
         st.regions = None
         if self.regions:
             st.regions = (_MemRegion * len(self.regions))(*[_MemRegion(0, nbytes, name) for nbytes, name in self.regions])
@@ -504,15 +567,19 @@ class BoundLaunch:
     def __call__(self, pointers: Sequence[int], stream: None = None) -> tuple[int, int]:
         """Runs the kernel on these data addresses (one per PointerSlot, in order); returns
         (bytes loaded, bytes stored). Raises MemcheckError / LaunchError as `launch` does."""
+        native = self.native
+        if native is not None:
+            return native(*pointers)
+        return self._python_path(pointers)
+
+    def _python_path(self, pointers: Sequence[int]) -> tuple[int, int]:
+        """The launch through ctypes, with this thread's argument buffers."""
         st = getattr(self._local, "state", None) or self._state()
         st.store(pointers)
         code = self._call(*st.call_args)
         stats = st.stats
         if code:
-            if code == OUT_OF_BOUNDS:
-                regions = [_MemRegion(r.base, r.bytes, r.name) for r in st.regions] if st.regions is not None else []
-                raise _memcheck_error(self.kernel, regions, stats)
-            raise _launch_error(code, stats, self.kernel.name)
+            self._failed(code, stats.error, stats.bad_region, stats.bad_index, stats.bad_extent)
         return stats.bytes_loaded, stats.bytes_stored
 
 
@@ -534,14 +601,57 @@ def _handles_sigint() -> int:
     return 1 if threading.current_thread() is threading.main_thread() else 0
 
 
-def _launch_error(code: int, stats, kernel_name: str) -> FuserError:
+def _launch_error(code: int, message: bytes, kernel_name: str) -> FuserError:
     """The error of a failed launch. The runtime has handed the SIGINT that interrupted one back
     to Python's handler as the launch ended (KeyboardInterrupt as the call returns, or what the
     program installed; the same for a SIGINT that came after every block had started); if that
     handler returns, the launch still failed: its outputs are incomplete and are not returned."""
-    message = stats.error.decode(errors="replace") or f"launch failed with code {code}"
+    text = message.decode(errors="replace") or f"launch failed with code {code}"
     error = RaceError if code == RACE else LaunchError
-    return error(message, kernel=kernel_name, code=code)
+    return error(text, kernel=kernel_name, code=code)
+
+
+MAX_HOST_ARGS = 512
+"""Kernel arguments the native launcher takes (its stack buffers); more take the Python path."""
+HOST_RECORD_HEADER = struct.Struct(f"<2Q{ctypes.sizeof(_LaunchConfig)}s4I")
+"""The native launcher's host record header (runtime/fuser_gpu_launcher.cpp, HostRecordHeader):
+k__launch, Python's main thread, the launch config, argument count, pointer slots, version, flags."""
+HOLD_GIL = 1
+"""A host record's flag (kHoldGil): the launch runs with the GIL held."""
+HOST_REGIONS = 2
+"""A host record's flag (kRegions): it holds each pointer's region (memcheck and racecheck modules)."""
+SMALL_LAUNCH_BYTES = 16 * 1024
+"""A launch of one block whose pointer arguments span at most this many bytes runs with the GIL
+held (microseconds of emulation: releasing and taking back the GIL costs ~750 instructions, a
+quarter of such a launch); any other releases it while the kernel runs."""
+
+
+def host_record(launcher: int, config: _LaunchConfig, arg_count: int, slots: Sequence[int],
+                constants: dict[int, bytes], regions: Sequence[tuple[int, bytes]] = (), flags: int = 0) -> bytes:
+    """The native launcher's record of one bound launch: the header, the pointer slots (padded to
+    8 bytes), each argument's 8-byte value slot with the constants in place, and where `regions`
+    are given ((bytes, parameter name) of each pointer slot's region: memcheck and racecheck
+    modules) their extents, the offsets of their names and the names."""
+    from fuser.lowering.backends.gpu_launcher import RECORD_VERSION
+
+    values = bytearray(8 * arg_count)
+    for i, raw in constants.items():
+        values[8 * i:8 * i + len(raw)] = raw
+    table = struct.pack(f"<{len(slots)}I", *slots)
+    table += bytes(-len(table) % 8)
+    if regions:
+        flags |= HOST_REGIONS
+    header = HOST_RECORD_HEADER.pack(launcher, threading.main_thread().ident, bytes(config), arg_count, len(slots),
+                                     RECORD_VERSION, flags)
+    record = header + table + bytes(values)
+    if not regions:
+        return record
+    names_at = len(record) + 16 * len(regions)
+    offsets, names = [], b""
+    for _, name in regions:
+        offsets.append(names_at + len(names))
+        names += name + b"\0"
+    return record + struct.pack(f"<{2 * len(regions)}Q", *(nbytes for nbytes, _ in regions), *offsets) + names
 
 
 _RAW_LAUNCHER = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
@@ -572,11 +682,13 @@ def _regions(kernel: _Kernel, args: Sequence) -> list[_MemRegion]:
             for arg, param, name in zip(args, kernel.params, kernel.param_names) if param.pointer]
 
 
-def _memcheck_error(kernel: _Kernel, regions: list[_MemRegion], stats: _LaunchStats) -> MemcheckError:
-    region = stats.bad_region
-    param = regions[region].name.decode() if 0 <= region < len(regions) else None
-    return MemcheckError(stats.error.decode(errors="replace"), kernel=kernel.name, code=OUT_OF_BOUNDS,
-                         param=param, index=stats.bad_index, extent=stats.bad_extent if param else None)
+def _memcheck_error(kernel: _Kernel, names: Sequence[bytes], message: bytes, region: int, index: int,
+                    extent: int) -> MemcheckError:
+    """The MemcheckError of an access outside region `region` (an index into `names`, the regions'
+    parameter names; -1: none contains the pointer), from the launch's stats."""
+    param = names[region].decode() if 0 <= region < len(names) else None
+    return MemcheckError(message.decode(errors="replace"), kernel=kernel.name, code=OUT_OF_BOUNDS,
+                         param=param, index=index, extent=extent if param else None)
 
 
 def _dims(value, what: str) -> tuple[int, int, int]:

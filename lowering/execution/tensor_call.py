@@ -185,12 +185,19 @@ def _call_function(executor, plan, inputs: Sequence[object], backend, order) -> 
             else:  # pragma: no cover - launch_plan._POINTERS lists the kinds
                 raise TypeError(f"a TensorCall cannot pass {source!r}")
         namespace.update({f"L{k}": step.launch, f"P{k}": step.launched.kernel.params})
-        body.append(f"p = [{', '.join(pointers)}]")
+        # A cpu launch through the native launcher is called with its pointers themselves (its
+        # BoundLaunch would only pass them on); any other launch with their list and the stream.
+        native = getattr(step.launch, "native", None) if not backend.on_gpu else None
+        if native is not None:
+            namespace[f"N{k}"] = native
         if kept_zeroed:
             held_workspaces = True
             namespace[f"W{k}"] = tuple(kept_zeroed)
-            body += [f"for i, w in workspaces_of({k}, W{k}):", "    p[i] = w"]
-        body += ["try:", f"    c{k} = L{k}(p, stream)", "except MemcheckError as e:"]
+            body += [f"p = [{', '.join(pointers)}]", f"for i, w in workspaces_of({k}, W{k}):", "    p[i] = w"]
+            launch = f"N{k}(*p)" if native is not None else f"L{k}(p, stream)"
+        else:
+            launch = f"N{k}({', '.join(pointers)})" if native is not None else f"L{k}([{', '.join(pointers)}], stream)"
+        body += ["try:", f"    c{k} = {launch}", "except MemcheckError as e:"]
         if kept_zeroed:  # a launch that failed: a fresh zeroed set next time
             body += [f"    forget({k})", f"    raise named(e, P{k}, COMPILED, RT) from None",
                      "except BaseException:", f"    forget({k})", "    raise"]

@@ -1,5 +1,7 @@
-// The cuda backend's native launcher: a CPython extension module, built once per installation and
-// Python ABI (lowering/backends/gpu_launcher.py), that launches one prebuilt kernel launch per call.
+// fuser's native launcher: a CPython extension module, built once per installation and Python ABI
+// (lowering/backends/gpu_launcher.py), that launches one prebuilt kernel launch per call: the cuda
+// backend's through the driver (`launch`), the cpu backend's through a kernel module's launcher
+// (`host_launch`, at the end of this file).
 //
 // Python hands it a *launch record* (bytes, built once per bound launch) and the call's data
 // pointers; it copies the record's argument template, writes the pointers into their slots and
@@ -26,6 +28,8 @@
 
 #include <cstdint>
 #include <cstring>
+
+#include "fuser_cpu_abi.h"
 
 namespace {
 
@@ -144,11 +148,153 @@ PyObject* launch(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return PyLong_FromLong(code);
 }
 
+// ---------------------------------------------------------------------------------------------
+// The cpu backend's launches (lowering/backends/cpu_runtime.py, BoundLaunch): a kernel module's
+// `k__launch(cfg, args, stats)` (fuser_cpu_emu.h) called with the argument slots, config, stats
+// and (memcheck and racecheck modules) pointer regions on this function's stack. The GIL is
+// released while the kernel runs (as ctypes releases it), except for a launch its record marks
+// small (kHoldGil: one block over a few KiB, which runs in microseconds; taking the GIL back
+// costs more than such a launch's arguments). The Python path it replaces wrote the pointers
+// into per-thread ctypes buffers and called the launcher through ctypes.
+//
+// Host record layout (cpu_runtime.host_record must agree):
+//   u64 launcher, main_thread      k__launch; PyThread ident of Python's main thread
+//   fuser_launch_config config     as launched (interruptible set per call: on the main thread;
+//                                  regions set per call)
+//   u32 arg_count, slot_count, version, flags    flags: kHoldGil, kRegions
+//   u32 slots[slot_count], zero-padded to 8 bytes   the arguments filled with the call's pointers
+//   u64 values[arg_count]          every argument's 8-byte value slot, the constants in place
+//   kRegions: u64 bytes[slot_count], u64 name_offsets[slot_count], then the NUL-terminated names
+//                                  the k-th pointer's region: its extent and its parameter's name
+//                                  (an offset into the record), its base the k-th pointer
+// Returns (bytes loaded, bytes stored); a failed launch calls on_error(code, message bytes,
+// bad region, bad index, bad extent) (fuser_launch_stats' fields), which raises its error.
+// ---------------------------------------------------------------------------------------------
+
+constexpr uint32_t kMaxHostArgs = 512;  // more arguments take the Python path
+constexpr uint32_t kHoldGil = 1;        // a small launch: run with the GIL held
+constexpr uint32_t kRegions = 2;        // pass each pointer's region (memcheck, racecheck modules)
+
+struct HostRecordHeader {
+  uint64_t launcher, main_thread;
+  fuser_launch_config config;
+  uint32_t arg_count, slot_count, version, flags;
+};
+static_assert(sizeof(fuser_launch_config) == 64, "cpu_runtime._LaunchConfig describes this layout");
+static_assert(sizeof(HostRecordHeader) == 96, "cpu_runtime.HOST_RECORD_HEADER describes this layout");
+
+using HostLauncher = int (*)(const fuser_launch_config*, void**, fuser_launch_stats*);
+
+bool malformed(const char* what) {
+  PyErr_Format(PyExc_ValueError, "host_launch: malformed record (%s)", what);
+  return false;
+}
+
+// The record's header, pointer slots, argument values and region table, checked against its size;
+// false with a Python error set.
+bool host_record_of(PyObject* obj, HostRecordHeader* h, const uint32_t** slots, const uint64_t** values,
+                    const uint64_t** region_bytes, const uint64_t** name_offsets) {
+  if (!PyBytes_CheckExact(obj)) {
+    PyErr_SetString(PyExc_TypeError, "host_launch: the record must be bytes (cpu_runtime.host_record)");
+    return false;
+  }
+  const char* data = PyBytes_AS_STRING(obj);
+  const size_t size = static_cast<size_t>(PyBytes_GET_SIZE(obj));
+  if (size < sizeof *h) return malformed("shorter than its header");
+  std::memcpy(h, data, sizeof *h);
+  if (h->version != kRecordVersion || h->arg_count > kMaxHostArgs || h->slot_count > h->arg_count)
+    return malformed("version or argument count");
+  const size_t values_at = sizeof *h + padded8(4 * size_t(h->slot_count));
+  const size_t regions_at = values_at + 8 * size_t(h->arg_count);
+  const size_t names_at = regions_at + ((h->flags & kRegions) ? 16 * size_t(h->slot_count) : 0);
+  if (size < names_at || (!(h->flags & kRegions) && size != names_at)) return malformed("length");
+  *slots = reinterpret_cast<const uint32_t*>(data + sizeof *h);
+  *values = reinterpret_cast<const uint64_t*>(data + values_at);
+  *region_bytes = reinterpret_cast<const uint64_t*>(data + regions_at);
+  *name_offsets = *region_bytes + h->slot_count;
+  for (uint32_t i = 0; i < h->slot_count; ++i) {
+    if ((*slots)[i] >= h->arg_count) return malformed("a pointer slot past the arguments");
+    if ((h->flags & kRegions) && ((*name_offsets)[i] < names_at || (*name_offsets)[i] >= size ||
+                                  std::memchr(data + (*name_offsets)[i], 0, size - (*name_offsets)[i]) == nullptr))
+      return malformed("a region's name");
+  }
+  return true;
+}
+
+// host_launch(record, on_error, *pointers) -> (bytes loaded, bytes stored)
+PyObject* host_launch(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs < 2) {
+    PyErr_SetString(PyExc_TypeError, "host_launch(record, on_error, *pointers)");
+    return nullptr;
+  }
+  HostRecordHeader h;
+  const uint32_t* slots;
+  const uint64_t *template_values, *region_bytes, *name_offsets;
+  if (!host_record_of(args[0], &h, &slots, &template_values, &region_bytes, &name_offsets)) return nullptr;
+  if (nargs - 2 != Py_ssize_t(h.slot_count)) {
+    PyErr_Format(PyExc_TypeError, "host_launch: the record has %u pointer slots, %zd pointers given", h.slot_count,
+                 nargs - 2);
+    return nullptr;
+  }
+  uint64_t values[kMaxHostArgs];
+  void* argv[kMaxHostArgs];
+  fuser_mem_region regions[kMaxHostArgs];
+  std::memcpy(values, template_values, 8 * size_t(h.arg_count));
+  const bool with_regions = (h.flags & kRegions) != 0;
+  const char* data = PyBytes_AS_STRING(args[0]);
+  for (uint32_t i = 0; i < h.slot_count; ++i) {
+    void* pointer;
+    if (!address_of(args[2 + i], &pointer)) return nullptr;
+    values[slots[i]] = reinterpret_cast<uint64_t>(pointer);
+    if (with_regions) regions[i] = {reinterpret_cast<uint64_t>(pointer), region_bytes[i], data + name_offsets[i]};
+  }
+  for (uint32_t i = 0; i < h.arg_count; ++i) argv[i] = &values[i];
+  h.config.regions = with_regions ? regions : nullptr;
+  h.config.num_regions = with_regions ? h.slot_count : 0;
+  h.config.interruptible = PyThread_get_thread_ident() == h.main_thread ? 1 : 0;
+  fuser_launch_stats stats;
+  const auto launcher = reinterpret_cast<HostLauncher>(h.launcher);
+  int code;
+  if (h.flags & kHoldGil) {
+    code = launcher(&h.config, argv, &stats);
+  } else {
+    Py_BEGIN_ALLOW_THREADS
+    code = launcher(&h.config, argv, &stats);
+    Py_END_ALLOW_THREADS
+  }
+  if (code != 0) {
+    stats.error[sizeof stats.error - 1] = 0;
+    PyObject* raised = PyObject_CallFunction(args[1], "iyiLK", code, stats.error, int(stats.bad_region),
+                                             (long long)stats.bad_index, (unsigned long long)stats.bad_extent);
+    if (raised == nullptr) return nullptr;
+    Py_DECREF(raised);
+    PyErr_Format(PyExc_RuntimeError, "host_launch: launch failed with code %d", code);
+    return nullptr;
+  }
+  PyObject* loaded = PyLong_FromUnsignedLongLong(stats.bytes_loaded);
+  PyObject* stored = loaded ? PyLong_FromUnsignedLongLong(stats.bytes_stored) : nullptr;
+  if (stored == nullptr) {
+    Py_XDECREF(loaded);
+    return nullptr;
+  }
+  PyObject* counts = PyTuple_New(2);
+  if (counts == nullptr) {
+    Py_DECREF(loaded);
+    Py_DECREF(stored);
+    return nullptr;
+  }
+  PyTuple_SET_ITEM(counts, 0, loaded);
+  PyTuple_SET_ITEM(counts, 1, stored);
+  return counts;
+}
+
 PyObject* record_version(PyObject*, PyObject*) { return PyLong_FromUnsignedLong(kRecordVersion); }
 
 PyMethodDef methods[] = {
     {"launch", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(launch)), METH_FASTCALL,
      "launch(record, stream, *pointers) -> CUresult: one kernel launch from a launch record"},
+    {"host_launch", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(host_launch)), METH_FASTCALL,
+     "host_launch(record, on_error, *pointers) -> (bytes loaded, bytes stored): one cpu-backend launch"},
     {"record_version", record_version, METH_NOARGS, "the launch record layout this module reads"},
     {nullptr, nullptr, 0, nullptr}};
 

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 import time
 
 import ml_dtypes
@@ -371,6 +372,102 @@ def test_concurrent_launches_from_python_threads(mod):
     with ThreadPoolExecutor(4) as pool:
         for out in pool.map(run, range(12)):
             np.testing.assert_allclose(out, expected, rtol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------------
+# Bound launches (a launch plan's): the native launcher and the Python path (ctypes)
+# ------------------------------------------------------------------------------------------------
+
+def _native_launcher():
+    from fuser.lowering.backends import gpu_launcher
+
+    if gpu_launcher.status() != "native":
+        pytest.skip(f"the native launcher is not built here: {gpu_launcher.status()}")
+
+
+def _through_python(bound, pointers):
+    """The launch on its Python path (ctypes), as where the native launcher is not built."""
+    native, bound.native = bound.native, None
+    try:
+        return bound(pointers)
+    finally:
+        bound.native = native
+
+
+def _record_flags(bound) -> int:
+    return cr.HOST_RECORD_HEADER.unpack_from(bound.native.args[0])[-1]
+
+
+@pytest.mark.parametrize("n", [100, 1000 * 256 + 77])  # one small block (the GIL held), 1001 blocks
+def test_a_bound_launch_runs_the_same_natively_and_through_ctypes(mod, n):
+    _native_launcher()
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+    bound = mod.bind("saxpy", blocks(n, 256), 256, [np.int64(n), np.float32(1.5), cr.PointerSlot(x.nbytes),
+                                                    cr.PointerSlot(y.nbytes)], needs_sync=False)
+    assert bound.native is not None
+    native_y, python_y = y.copy(), y.copy()
+    counts = bound([x.ctypes.data, native_y.ctypes.data])
+    assert _through_python(bound, [x.ctypes.data, python_y.ctypes.data]) == counts == (8 * n, 4 * n)
+    np.testing.assert_array_equal(native_y, python_y)
+    np.testing.assert_allclose(native_y, np.float32(1.5) * x + y, rtol=1e-6)
+    small = n * 8 <= cr.SMALL_LAUNCH_BYTES
+    assert bool(_record_flags(bound) & cr.HOLD_GIL) == small
+    header = cr.HOST_RECORD_HEADER.unpack_from(bound.native.args[0])
+    assert header[1] == threading.main_thread().ident  # the thread whose launches stop at a Ctrl-C
+
+
+def test_native_launches_raise_what_the_python_path_raises(mod):
+    _native_launcher()
+    out = np.zeros(64, np.float32)
+    divergent = mod.bind("divergent_barrier", 4, 64, [cr.PointerSlot(out.nbytes)], num_threads=1)  # block 0 reports
+    with pytest.raises(LaunchError, match=r"barrier divergence.*line \d+ and on line \d+") as native:
+        divergent([out.ctypes.data])
+    with pytest.raises(LaunchError) as python:
+        _through_python(divergent, [out.ctypes.data])
+    assert str(native.value) == str(python.value) and native.value.kernel == "divergent_barrier"
+    x = np.zeros(4 * 64 + 4, np.float32)
+    y, h, hy = np.zeros(4 * 64, np.float32), np.zeros(8 * 64, np.float16), np.zeros(8 * 64, np.float16)
+    misaligned = mod.bind("scale_vec", 1, 64, [64, 1, *(cr.PointerSlot(a.nbytes) for a in (x, y, h, hy))],
+                          needs_sync=False)
+    pointers = [x.ctypes.data, y.ctypes.data, h.ctypes.data, hy.ctypes.data]
+    with pytest.raises(LaunchError, match="not 16-byte aligned") as native:
+        misaligned(pointers)
+    with pytest.raises(LaunchError) as python:
+        _through_python(misaligned, pointers)
+    assert str(native.value) == str(python.value)
+    with pytest.raises(TypeError, match="2 pointer slots, 1 pointers given"):
+        mod.bind("copy_f32", 1, 4, [4, cr.PointerSlot(16), cr.PointerSlot(16)]).native(x.ctypes.data)
+
+
+def test_concurrent_native_launches_from_python_threads(mod):
+    from concurrent.futures import ThreadPoolExecutor
+
+    _native_launcher()
+    n = 64 * 1024
+    x = np.random.default_rng(15).standard_normal(n, dtype=np.float32)
+    bound = mod.bind("saxpy", blocks(n, 256), 256, [np.int64(n), np.float32(2.0), cr.PointerSlot(x.nbytes),
+                                                    cr.PointerSlot(x.nbytes)], needs_sync=False, num_threads=1)
+    assert not _record_flags(bound) & cr.HOLD_GIL  # 256 blocks: the GIL released while they run
+
+    def run(k):
+        y = np.full(n, np.float32(k))
+        assert bound([x.ctypes.data, y.ctypes.data]) == (8 * n, 4 * n)
+        return k, y
+
+    with ThreadPoolExecutor(4) as pool:
+        for k, y in pool.map(run, range(12)):
+            np.testing.assert_array_equal(y, np.float32(2.0) * x + np.float32(k))
+
+
+def test_fuser_disable_native_launcher_binds_python_path_launches(mod, monkeypatch):
+    monkeypatch.setenv("FUSER_DISABLE", "native_launcher")
+    x = np.arange(8, dtype=np.float32)
+    y = np.zeros_like(x)
+    bound = mod.bind("copy_f32", 1, 8, [8, cr.PointerSlot(x.nbytes), cr.PointerSlot(y.nbytes)], needs_sync=False)
+    assert bound.native is None
+    assert bound([x.ctypes.data, y.ctypes.data]) == (32, 32)
+    np.testing.assert_array_equal(x, y)
 
 
 def test_barrier_divergence_is_reported(mod):

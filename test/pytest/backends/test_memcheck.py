@@ -140,6 +140,32 @@ def test_checked_launch_counts_the_same_bytes(checked):
     assert stats.bytes_loaded == stats.bytes_stored == 4 * (n + 1)
 
 
+def test_a_bound_launch_is_checked_natively_as_through_ctypes(checked):
+    """A launch plan's launch of a checked module: the native launcher passes each pointer's
+    region (its base the call's pointer) as the Python path does, and raises the same error."""
+    from fuser.lowering.backends import gpu_launcher
+
+    if gpu_launcher.status() != "native":
+        pytest.skip(f"the native launcher is not built here: {gpu_launcher.status()}")
+    n = 1000
+    x, y = np.arange(n, dtype=np.float32), np.zeros(n, np.float32)
+    bound = checked.bind("copy_off_by_one", 4, 256, [n, cr.PointerSlot(x.nbytes), cr.PointerSlot(y.nbytes)],
+                         needs_sync=False)
+    assert bound.native is not None and cr.HOST_RECORD_HEADER.unpack_from(bound.native.args[0])[-1] & cr.HOST_REGIONS
+    errors = []
+    for native in (bound.native, None):
+        bound.native = native
+        with pytest.raises(MemcheckError) as info:
+            bound([x.ctypes.data, y.ctypes.data])
+        errors.append(info.value)
+    assert str(errors[0]) == str(errors[1]) and "copy_off_by_one" in str(errors[0])
+    assert [(e.param, e.index, e.extent) for e in errors] == [("x", n, n)] * 2
+    ok = checked.bind("copy_off_by_one", 4, 256, [n - 1, cr.PointerSlot(x.nbytes),
+                                                                 cr.PointerSlot(y.nbytes)], needs_sync=False)
+    assert ok([x.ctypes.data, y.ctypes.data]) == (4 * n, 4 * n)
+    np.testing.assert_array_equal(x, y)
+
+
 def test_memcheck_is_a_compile_flag_and_part_of_the_cache_key(monkeypatch):
     assert cr.CpuCompiler(memcheck=True).key(KERNELS) != cr.CpuCompiler(memcheck=False).key(KERNELS)
     monkeypatch.setenv("FUSER_MEMCHECK", "0")

@@ -256,12 +256,15 @@ def _gpu_shaped_backend(entered: list):
     return GpuShaped
 
 
-def test_the_gpu_form_runs_its_launches_inside_the_backends_context():
+def test_the_gpu_form_runs_its_launches_inside_the_backends_context(monkeypatch):
     """The generated code on a GPU enters the backend's context around the launches (execute
-    does the same): checked here with the cpu plan and a backend that says it is on a GPU."""
+    does the same): checked here with the cpu plan, its launches on their Python path (not
+    native), and a backend that says it is on a GPU."""
     x, y = torch.randn(4, 8), torch.randn(4, 8)
     _, region = _compiled(_pointwise, x, y)
     (call,) = region._tensor_calls
+    for step in call.plan.steps:
+        monkeypatch.setattr(step.launch, "native", None)
     entered = []
     GpuShaped = _gpu_shaped_backend(entered)
     gpu_form = TensorCall(region._executor, call.plan, (x, y), GpuShaped(), region.fusion_outputs)
@@ -288,8 +291,9 @@ def test_the_gpu_form_leaves_the_context_to_native_launches(monkeypatch, fn, arg
     assert (call.plan.index_records is not None) == bool(at_build)
     entered = []
     GpuShaped = _gpu_shaped_backend(entered)
-    for step in call.plan.steps:
-        monkeypatch.setattr(step.launch, "native", object(), raising=False)
+    for step in call.plan.steps:  # the cpu launches' native launcher, or the Python path standing for one
+        if step.launch.native is None:
+            monkeypatch.setattr(step.launch, "native", lambda *p, launch=step.launch: launch._python_path(p))
     gpu_form = TensorCall(region._executor, call.plan, args, GpuShaped(), region.fusion_outputs)
     assert entered == at_build
     for _ in range(2):

@@ -205,11 +205,13 @@ def test_region_records_its_kernels_only_when_they_change(monkeypatch):
     assert region.stats.kernels == list(region.fd.last_kernel_names())
 
 
-MAX_PYTHON_CALLS_PER_REGION = 8
+MAX_PYTHON_CALLS_PER_REGION = 2
 """Python functions a cached region call may enter (FusedRegion down to the kernel's launch:
 its TensorCall, lowering/execution/tensor_call.py): the host overhead, counted instead of timed
 so that a busy machine cannot fail the test (`python -m fuser.benchmarks` reports the µs: the
-run's region host-overhead line). 30 before TensorCalls; 6 with them."""
+run's region host-overhead line). 30 before TensorCalls; 6 with them; 2 since the TensorCall
+calls the native launcher with its pointers (FusedRegion.__call__ and the TensorCall). Where the
+native launcher cannot be built, each launch adds BoundLaunch.__call__ and its Python path."""
 
 
 def test_a_cached_region_call_runs_few_python_functions_and_no_graph_module_machinery():
@@ -235,7 +237,10 @@ def test_a_cached_region_call_runs_few_python_functions_and_no_graph_module_mach
         sys.setprofile(None)
     assert region._direct, "the region went through fd.execute's per-call checks"
     assert any(name.startswith("<tensor call of") for name in entered), sorted(entered)
-    assert sum(entered.values()) <= MAX_PYTHON_CALLS_PER_REGION, entered.most_common()
+    from fuser.lowering.backends import gpu_launcher
+
+    bound = MAX_PYTHON_CALLS_PER_REGION + (0 if gpu_launcher.status() == "native" else 2)
+    assert sum(entered.values()) <= bound, entered.most_common()
     entered.clear()
     sys.setprofile(count)
     try:  # the compiled graph calls its regions from its generated code, not through nn.Module.__call__
