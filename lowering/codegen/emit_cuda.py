@@ -43,8 +43,8 @@ from fuser_dialect import ops_set as ST
 from fuser_dialect.extents import constant_value
 from fuser_dialect.types import BROADCAST, DYNAMIC, TensorType, dtype_name
 from fuser.lowering.codegen import cuda_exprs as X
-from fuser.lowering.codegen.index import (ZERO, Ix, computed, depends_only_on, gathered, lane_of, loop_var, shifted,
-                                          structural_key, texts, without_lanes)
+from fuser.lowering.codegen.index import (ZERO, Ix, computed, depends_only_on, derived, gathered, lane_of, loop_var,
+                                          shifted, structural_key, texts, without_lanes)
 from fuser.lowering.codegen.kernel import KernelPlan
 
 
@@ -126,6 +126,13 @@ class _Hoist:
     warp): the group's lane 0 loads it and a shuffle shares it. 0: every thread loads."""
     guard: str = ""
     """A condition the group's loading lane must also meet (its row exists)."""
+    conditional: bool = False
+    """Loads under cat pieces and pads' insides whose conditions read only `allowed` dims are
+    hoisted too, predicated on them."""
+    values: Section | None = None
+    """Where arithmetic on hoisted loads is computed too, after them (None: loads only)."""
+    predicated: list = field(default_factory=list)
+    """The conditional loads made in `section`: (the load, the index of its line there)."""
 
 
 @dataclass
@@ -138,26 +145,75 @@ class PhaseLoop:
     reduced: frozenset[int]
 
 
+@dataclass(frozen=True)
+class _Range:
+    """Where a cat piece or a pad's inside lies along one dim: the index `at` (C text of an index
+    that reads no value the body computes, so a load stage or a hoist section can evaluate it) in
+    [low, high) (None: no bound that side). Two ranges on the same index (structural key) with
+    static bounds that do not overlap never hold together."""
+
+    key: object
+    at: str
+    dims: frozenset[int] = frozenset()
+    """The loop variables `at` reads."""
+    low: str | None = None
+    high: str | None = None
+    low_value: int | None = None
+    high_value: int | None = None
+
+    def text(self) -> str:
+        bounds = ([f"{self.at} >= {self.low}"] if self.low is not None else []) + \
+            ([f"{self.at} < {self.high}"] if self.high is not None else [])
+        return " && ".join(bounds) or "true"
+
+
+def _piece_range(ix: Ix, low: int | str | None, high: int | str | None) -> _Range | None:
+    """`ix` in [low, high) (an int: static; a str: the C text of a launch constant), or None where
+    `ix` reads a value the body computes (the load stage cannot evaluate it)."""
+    if ix.local or ix.text is None:
+        return None
+    text = [None if b is None else f"{b}LL" if isinstance(b, int) else b for b in (low, high)]
+    return _Range(ix.key, ix.text, ix.dims, text[0], text[1], low if isinstance(low, int) else None,
+                  high if isinstance(high, int) else None)
+
+
+def _condition_text(condition: tuple[_Range, ...]) -> str:
+    return " && ".join(f"({r.text()})" for r in condition)
+
+
+def _shared_load_operands(load: _StagedLoad) -> tuple[str, str]:
+    """(where one of its users' conditions holds, "" when one has none; the offset of the user
+    whose condition holds, a select) of a load shared by users whose conditions are disjoint."""
+    conditions = [_condition_text(c) for c, _ in load.users]
+    where = " || ".join(f"({c})" for c in conditions) if all(conditions) else ""
+    offset = load.users[-1][1]
+    for condition, (_, user_offset) in reversed(list(zip(conditions, load.users))[:-1]):
+        offset = f"({condition}) ? ({user_offset}) : ({offset})"
+    return where, offset
+
+
+def _disjoint(a: tuple[_Range, ...], b: tuple[_Range, ...]) -> bool:
+    """The two conditions never hold together (some index lies in non-overlapping static ranges)."""
+    for x in a:
+        for y in b:
+            if x.key is None or x.key != y.key:
+                continue
+            if (x.high_value is not None and y.low_value is not None and x.high_value <= y.low_value) or \
+                    (y.high_value is not None and x.low_value is not None and y.high_value <= x.low_value):
+                return True
+    return False
+
+
 @dataclass
 class _StagedLoad:
-    """One load of a load stage: one array, read by every cat piece that loads the same tensor
-    in the same place of its expression (`users`: (piece condition, element offset))."""
+    """One load of a load stage: one array, read by every branch (cat piece, pad inside) that
+    loads the same tensor where the others' conditions do not hold (`users`: (condition, element
+    offset)): a thread issues one load at the offset of the branch it is in."""
 
     name: str
     value: SSAValue
     vec: int
-    users: list[tuple[str, str]] = field(default_factory=list)
-
-
-@dataclass
-class _CatPieces:
-    """A vector cat being emitted in a staged body: its pieces' loads share stage loads."""
-
-    condition: str = ""
-    """The piece being emitted: where it lies (its lane 0's index), with every enclosing cat's."""
-    loads: list[_StagedLoad] = field(default_factory=list)
-    taken: set[int] = field(default_factory=set)
-    """Of `loads`, those the current piece has used."""
+    users: list[tuple[tuple[_Range, ...], str]] = field(default_factory=list)
 
 
 @dataclass
@@ -196,8 +252,24 @@ class _LoadStage:
     effects: list[tuple[Section, str, str]] = field(default_factory=list)
     """(where, the line guarded, the line predicated) of each effect of the body."""
     staged: list[_StagedLoad] = field(default_factory=list)
-    cats: list[_CatPieces] = field(default_factory=list)
-    """The vector cats open in the body, innermost last."""
+    pipeline: StagePipeline | None = None
+
+
+@dataclass(frozen=True)
+class StagePipeline:
+    """A staged loop whose stage loads the *next* step of the loop around it (`for (ctype step =
+    start; ...; step += advance)`) while the body computes this one: the first step's loads are
+    made before that loop (in `prologue`), and the arrays are handed on at the end of each step.
+    The step's loads are then in flight together whatever ptxas does (a load it sinks below the
+    body waits for the next step), at twice the stage's registers."""
+
+    prologue: Section
+    """Before the loop around the staged loop."""
+    ctype: str
+    step: str
+    """The loop variable of the loop around it (the stage's preamble reads it)."""
+    start: str
+    advance: str
 
 
 @dataclass
@@ -213,6 +285,9 @@ class _State:
     cat's pieces): vector accesses may be made inside them."""
     loop: PhaseLoop | None = None
     stage: _LoadStage | None = None
+    branches: list[tuple[_Range, ...] | None] = field(default_factory=list)
+    """The cat pieces and pads' insides open (of the `cond_depth` branches), innermost last: each
+    one's condition with every enclosing one's, or None where one reads what only the body computes."""
 
 
 class KernelEmitter:
@@ -232,6 +307,8 @@ class KernelEmitter:
         self.filled: set[tuple] = set()
         """(kept, vector lane) of the buffer elements a phase has written."""
         self.hoist: _Hoist | None = None
+        self.in_hoist = False
+        """Emitting a hoisted value (its own operands are emitted with it, in its section)."""
         self.hoisted_names: set[str] = set()
         """The values hoisted before a loop (hoisted_load): a gather at one of them is a loop constant."""
         self.vec = 1
@@ -368,10 +445,49 @@ class KernelEmitter:
             expr = self.tmp(X.COMPUTE_TYPE[t.dtype], self.slot_element(self.buffers[kept], idx), "v")
             self.s.memo[-1][key] = expr
             return expr
+        hoisted = self._hoisted_value_key(op, idx)
+        if hoisted is not None:
+            found = self.s.memo[self.hoist.memo_level].get(hoisted)  # type: ignore[union-attr]
+            if found is not None:
+                self.s.memo[-1][key] = found
+                return found
+            return key, self._hoisted_value(hoisted, op, idx)
         expr = self.emit_op(op, idx)
         if isinstance(expr, str):
             return self._computed(key, expr)
         return key, expr
+
+    def _hoisted_value_key(self, op: Operation, idx: tuple[Ix, ...]) -> tuple | None:
+        """Where the hoist computes values too (`_Hoist.values`): the memo key of op's value at
+        `idx` computed there, before the loop, when it is arithmetic on an index that reads only
+        the hoist's dims (a RoPE table's cos and sin), under no branch or under branches whose
+        conditions read only those dims (its loads are then predicated on them; the arithmetic on
+        the zeros they give elsewhere is harmless, and in a kernel with gathers not done)."""
+        h = self.hoist
+        if h is None or h.values is None or self.in_hoist or not isinstance(op, HOISTED_VALUE_OPS):
+            return None
+        condition = self._hoist_condition(idx)
+        if condition is None or (condition and any(isinstance(o, INDEX_OPS) for o in self.plan.ops)):
+            return None
+        return ("hoisted value", op.results[0], idx, _condition_text(condition))
+
+    def _hoisted_value(self, hoisted: tuple, op: Operation, idx: tuple[Ix, ...]):
+        """Emits op's value at idx in the hoist's value section (see `_hoisted_value_key`)."""
+        h = self.hoist
+        assert h is not None and h.values is not None
+        saved = (self.s.lines, self.s.indent, self.s.memo, self.s.stage)
+        self.s.lines, self.s.indent = h.values.lines, h.values.indent  # type: ignore[assignment]
+        self.s.memo = self.s.memo[:h.memo_level + 1]
+        self.s.stage, self.in_hoist = None, True
+        try:
+            work = self.emit_op(op, idx)
+            expr = work if isinstance(work, str) else (yield from work)
+            self.s.memo[-1][hoisted] = expr
+        finally:
+            self.s.lines, self.s.indent, self.s.memo, self.s.stage = saved
+            self.in_hoist = False
+        self.hoisted_names.add(expr)
+        return expr
 
     def _computed(self, key: tuple, expr: str) -> str:
         """Memoises a computed value; the first phase that computes a value later phases read
@@ -423,13 +539,17 @@ class KernelEmitter:
         access when the index is a vector lane of v's innermost dim."""
         dtype = v.type.dtype  # type: ignore[union-attr]
         ctype = X.COMPUTE_TYPE[dtype]
-        if self.hoist is not None and not self.s.cond_depth and depends_only_on(idx, self.hoist.allowed):
+        condition = self._hoist_condition(idx)
+        if condition is not None:
             lane = idx[-1].lane if idx else None
-            if self.vec > 1 and lane is not None and v.type.shape[-1] != BROADCAST:  # type: ignore[union-attr]
-                raw = X.load_expr(f"{self.vector_load(v, idx, hoisted=True)}[{lane}]", dtype)
+            uniform = self.s.cond_depth == self.s.uniform_depth
+            if self.vec > 1 and uniform and lane is not None and v.type.shape[-1] != BROADCAST:  # type: ignore[union-attr]
+                raw = X.load_expr(f"{self.vector_load(v, idx, hoisted=True, condition=condition)}[{lane}]", dtype)
+            elif condition:
+                return self._predicated_hoisted_load(v, idx, condition, 1)
             else:
                 raw = X.load_expr(f"fuser_ld({self.tensor_ptr(v, False)}, {self.offset(v, idx)})", dtype)
-            return self.hoisted_load((v, idx), ctype, raw)
+            return self.hoisted_load((v, idx) + ((_condition_text(condition),) if condition else ()), ctype, raw)
         kept = self._row_buffer(v, idx)
         if kept is None:
             return self.tmp(ctype, self.raw_load(v, idx), "v")
@@ -438,6 +558,20 @@ class KernelEmitter:
             self.filled.add((kept, lane_of(idx)))
             self.line(f"{buf} = {self.raw_load(v, idx)};")
         return self.tmp(ctype, buf, "v")
+
+    def _hoist_condition(self, idx: Sequence[Ix]) -> tuple[_Range, ...] | None:
+        """Where a load at `idx` here may be made before the loop (its index reads only the
+        hoist's dims): () under no branch, the branches' condition where the hoist takes
+        conditional loads and the condition reads only those dims; None: not hoisted."""
+        h = self.hoist
+        if h is None or not depends_only_on(idx, h.allowed):
+            return None
+        if not self.s.cond_depth:
+            return ()
+        condition = self._condition() if h.conditional else None
+        if not condition or any(not r.dims <= h.allowed for r in condition):
+            return None
+        return condition
 
     def prefetch(self, v: SSAValue, idx: tuple[Ix, ...]) -> None:
         """Loads `v` at `idx` into its row buffer now (a persistent row's first phase loading
@@ -469,57 +603,70 @@ class KernelEmitter:
 
     def _stageable(self, idx: Sequence[Ix]) -> bool:
         """A load here may move to the load stage: one is open, the load is under no branch of
-        the body but vector cat pieces (all lanes alike, each piece's condition known: the
+        the body but those whose condition the stage can compute (cat pieces, pads' insides: the
         stage predicates the load on it) and its index reads no value the body computes."""
         stage = self.s.stage
         if stage is None or not stage.active or any(ix.local for ix in idx):
             return False
-        return self.s.cond_depth == self.s.uniform_depth == len(stage.cats)
+        return self._condition() is not None
+
+    def _condition(self) -> tuple[_Range, ...] | None:
+        """Where the branches open here hold: () under none, None where one is not known (its
+        condition reads a value the body computes, or it is a scatter's loop)."""
+        branches = self.s.branches
+        if self.s.cond_depth != len(branches):
+            return None
+        return branches[-1] if branches else ()
+
+    def _open_branch(self, ranges: Sequence[_Range | None]) -> None:
+        """A branch (a cat piece, a pad's inside) where `ranges` hold opens: loads under it may be
+        staged or hoisted, predicated on it, where every range is known."""
+        outer = self._condition()
+        known = outer is not None and None not in ranges
+        self.s.branches.append(outer + tuple(ranges) if known else None)  # type: ignore[operator]
+        self.s.cond_depth += 1
+
+    def _close_branch(self) -> None:
+        self.s.branches.pop()
+        self.s.cond_depth -= 1
 
     def staged_load(self, v: SSAValue, idx: Sequence[Ix], vec: int) -> str:
         """v at idx (VEC elements from there when vec > 1), loaded by the load stage: the name of
-        this iteration's element (vec == 1) or array (vec > 1). In a vector cat's piece, the
-        load the previous pieces made of the same tensor at the same place is reused: one load
-        at the piece's offset (a select), so a thread issues one load for the cat, not one per
-        piece."""
+        this iteration's element (vec == 1) or array (vec > 1). Under a branch (a cat's piece, a
+        pad's inside), a load of the same tensor made for branches that never hold together with
+        this one is reused: one load at the offset of the branch that holds (a select), so a
+        thread issues one load for a cat, or for the two halves of a rotation, not one per piece."""
         stage = self.s.stage
         assert stage is not None
         offset = self.offset(v, idx)
-        cat = stage.cats[-1] if stage.cats else None
-        if cat is not None:
-            for k, load in enumerate(cat.loads):
-                if k not in cat.taken and load.value is v and load.vec == vec:
-                    cat.taken.add(k)
-                    load.users.append((cat.condition, offset))
+        condition = self._condition() or ()
+        if condition:
+            for load in stage.staged:
+                if load.value is v and load.vec == vec and all(c and _disjoint(c, condition) for c, _ in load.users):
+                    load.users.append((condition, offset))
                     return f"{load.name}[{stage.slot}]"
         self.s.counter += 1
-        load = _StagedLoad(f"pl{self.s.counter}", v, vec, [(cat.condition if cat else "", offset)])
+        load = _StagedLoad(f"pl{self.s.counter}", v, vec, [(condition, offset)])
         stage.staged.append(load)
-        storage = X.STORAGE_TYPE[v.type.dtype]  # type: ignore[union-attr]
-        stage.decls.append(f"{storage} {load.name}[{stage.count}]" + (f"[{vec}];" if vec > 1 else ";"))
-        if cat is not None:
-            cat.taken.add(len(cat.loads))
-            cat.loads.append(load)
+        stage.decls.append(self._stage_array(stage, load, "") + ";")
         return f"{load.name}[{stage.slot}]"
 
-    def _stage_load_line(self, stage: _LoadStage, load: _StagedLoad) -> str:
+    def _stage_load_line(self, stage: _LoadStage, load: _StagedLoad, suffix: str = "") -> str:
         """The load stage's line for one staged load: made where the iteration's guard holds and
-        (read by cat pieces only) one of its pieces lies, at that piece's offset."""
+        (read under branches only) one of its branches holds, at that branch's offset."""
         ptr = self.tensor_ptr(load.value, False)
-        conditions = [c for c, _ in load.users]
-        ok = f"fuser_in && ({' || '.join(f'({c})' for c in conditions)})" if all(conditions) else "fuser_in"
-        offset = load.users[-1][1]
-        for condition, piece_offset in reversed(load.users[:-1]):
-            offset = f"({condition}) ? ({piece_offset}) : ({offset})"
+        where, offset = _shared_load_operands(load)
+        ok = f"fuser_in && ({where})" if where else "fuser_in"
         if load.vec > 1:
-            return f"fuser_ld_vec_if<{load.vec}>({ok}, {ptr}, {offset}, {load.name}[{stage.slot}]);"
-        return f"{load.name}[{stage.slot}] = fuser_ld_if({ok}, {ptr}, {offset});"
+            return f"fuser_ld_vec_if<{load.vec}>({ok}, {ptr}, {offset}, {load.name}{suffix}[{stage.slot}]);"
+        return f"{load.name}{suffix}[{stage.slot}] = fuser_ld_if({ok}, {ptr}, {offset});"
 
-    def vector_load(self, v: SSAValue, idx: tuple[Ix, ...], hoisted: bool = False) -> str:
+    def vector_load(self, v: SSAValue, idx: tuple[Ix, ...], hoisted: bool = False,
+                    condition: tuple[_Range, ...] = ()) -> str:
         """The array holding VEC consecutive elements of v's innermost dim from lane 0's index:
         one access, made when lane 0 is met in this C scope (lanes are emitted in order), or in
-        the hoist section when `hoisted`, and read by every lane."""
-        key = ("vector", v, idx[:-1], idx[-1].offset)
+        the hoist section when `hoisted` (predicated on `condition` there), and read by every lane."""
+        key = ("vector", v, idx[:-1], idx[-1].offset) + ((_condition_text(condition),) if condition else ())
         scopes = self.s.memo[:self.hoist.memo_level + 1] if hoisted and self.hoist else self.s.memo
         for scope in reversed(scopes):
             if key in scope:
@@ -527,6 +674,10 @@ class KernelEmitter:
         assert idx[-1].lane == 0, "a vector access is made at its lane 0"
         if not hoisted and self._stageable(idx) and self.s.cond_depth == self.s.uniform_depth:
             name = self.staged_load(v, idx, self.vec)
+            scopes[-1][key] = name
+            return name
+        if hoisted and condition:
+            name = self._predicated_hoisted_load(v, idx, condition, self.vec)
             scopes[-1][key] = name
             return name
         if not hoisted:
@@ -566,16 +717,16 @@ class KernelEmitter:
     def end_vector_lanes(self) -> None:
         self.vec, self.lanes = 1, []
 
-    def open_staged_loop(self, slot: str, count: int, header: str) -> None:
+    def open_staged_loop(self, slot: str, count: int, header: str, pipeline: StagePipeline | None = None) -> None:
         """Opens `#pragma unroll` + `header` (a loop over `slot` from 0 to `count`, which a full
         unroll makes constant) whose loads will be issued by a load stage before it (see
-        _LoadStage). The caller then emits the iteration's preamble (its indices, no loads) and
-        calls `guard_staged`."""
+        _LoadStage; with `pipeline`, the next step's: StagePipeline). The caller then emits the
+        iteration's preamble (its indices, no loads) and calls `guard_staged`."""
         assert self.s.stage is None, "load stages do not nest"
         section = self.section()
         self.line("#pragma unroll")
         self.open(header)
-        self.s.stage = _LoadStage(section, header, slot, count, len(self.s.lines))
+        self.s.stage = _LoadStage(section, header, slot, count, len(self.s.lines), pipeline=pipeline)
 
     def guard_staged(self, guard: str) -> None:
         """The iteration's preamble is complete: opens `if (guard)` (the iteration's elements
@@ -624,16 +775,49 @@ class KernelEmitter:
             sec.line(when_predicated if predicated else guarded)
         if not stage.staged:
             return
-        sec = stage.section
+        pipe = stage.pipeline
+        if pipe is None:
+            for decl in stage.decls:
+                stage.section.line(decl)
+            self._write_stage(stage, stage.section, "")
+            return
         for decl in stage.decls:
-            sec.line(decl)
+            pipe.prologue.line(decl)
+        pipe.prologue.line("{")
+        pipe.prologue.line(f"  const {pipe.ctype} {pipe.step} = {pipe.start};")
+        self._write_stage(stage, pipe.prologue, "")
+        pipe.prologue.line("}")
+        sec = stage.section
+        for load in stage.staged:
+            sec.line(self._stage_array(stage, load, "_next") + ";")
+        sec.line(f"const {pipe.ctype} {pipe.step}_next = {pipe.step} + {pipe.advance};")
+        sec.line("{")
+        sec.line(f"  const {pipe.ctype} {pipe.step} = {pipe.step}_next;")
+        self._write_stage(stage, sec, "_next")
+        sec.line("}")
+        self.line("#pragma unroll")
+        self.open(f"for (int fuser_k = 0; fuser_k < {stage.count}; ++fuser_k)")
+        for load in stage.staged:  # the next step's loads are this step's arrays now
+            if load.vec > 1:
+                self.line(f"for (int fuser_j = 0; fuser_j < {load.vec}; ++fuser_j) "
+                          f"{load.name}[fuser_k][fuser_j] = {load.name}_next[fuser_k][fuser_j];")
+            else:
+                self.line(f"{load.name}[fuser_k] = {load.name}_next[fuser_k];")
+        self.close()
+
+    def _stage_array(self, stage: _LoadStage, load: _StagedLoad, suffix: str) -> str:
+        storage = X.STORAGE_TYPE[load.value.type.dtype]  # type: ignore[union-attr]
+        return f"{storage} {load.name}{suffix}[{stage.count}]" + (f"[{load.vec}]" if load.vec > 1 else "")
+
+    def _write_stage(self, stage: _LoadStage, sec: Section, suffix: str) -> None:
+        """The load stage's loop in `sec`, loading into the arrays named with `suffix`."""
         sec.line("#pragma unroll")
         sec.line(stage.header + " {")
         sec.lines += stage.preamble
         inner = Section(sec.indent + 1)
         inner.line(f"const bool fuser_in = {stage.guard};")
         for load in stage.staged:
-            inner.line(self._stage_load_line(stage, load))
+            inner.line(self._stage_load_line(stage, load, suffix))
         sec.lines += inner.lines
         sec.line("}")
 
@@ -659,11 +843,56 @@ class KernelEmitter:
     def stop_hoisting(self) -> None:
         self.hoist = None
 
-    def hoist_here(self, allowed: set[int] | frozenset[int], group: int = 0, guard: str = "") -> None:
+    def hoist_here(self, allowed: set[int] | frozenset[int], group: int = 0, guard: str = "",
+                   conditional: bool = False, values: bool = False) -> None:
         """Loads emitted later whose index reads only the loop variables of `allowed` dims go
         here, before the loop about to be opened (pointwise outer loop, reduction phase loops).
-        group > 1: lanes 0, group, 2 * group, ... load (when `guard` holds) and share by shuffle."""
-        self.hoist = _Hoist(self.section(), len(self.s.memo) - 1, frozenset(allowed), group, guard)
+        group > 1: lanes 0, group, 2 * group, ... load (when `guard` holds) and share by shuffle.
+        conditional: also those under cat pieces and pads whose conditions read only those dims
+        (a RoPE table's halves), each predicated on its condition. values: the arithmetic on
+        such loads too (`_hoisted_value_key`), computed once per thread, not per iteration."""
+        loads = self.section()
+        self.hoist = _Hoist(loads, len(self.s.memo) - 1, frozenset(allowed), group, guard, conditional,
+                            self.section() if values else None)
+
+    def _predicated_hoisted_load(self, v: SSAValue, idx: Sequence[Ix], condition: tuple[_Range, ...], vec: int) -> str:
+        """v at idx (VEC elements from there when vec > 1) loaded in the hoist section where
+        `condition` holds: the name of the value (vec == 1, in the compute type) or of the array.
+        A load of the same tensor made there for conditions that never hold together with this
+        one is reused (its line rewritten: one load at the offset of the condition that holds)."""
+        h = self.hoist
+        assert h is not None
+        scope = self.s.memo[h.memo_level]
+        key = ("predicated", v, tuple(idx), _condition_text(condition), vec)
+        if key in scope:
+            return scope[key]
+        offset = self.offset(v, idx)
+        for load, line in h.predicated:
+            if load.value is v and load.vec == vec and all(_disjoint(c, condition) for c, _ in load.users):
+                load.users.append((condition, offset))
+                h.section.lines[line] = self._predicated_hoist_line(h, load)
+                scope[key] = load.name
+                return load.name
+        self.s.counter += 1
+        load = _StagedLoad(f"{'vl' if vec > 1 else 'h'}{self.s.counter}", v, vec, [(condition, offset)])
+        if vec > 1:
+            h.section.line(f"{X.STORAGE_TYPE[v.type.dtype]} {load.name}[{vec}];")  # type: ignore[union-attr]
+        h.predicated.append((load, len(h.section.lines)))
+        h.section.line(self._predicated_hoist_line(h, load))
+        scope[key] = load.name
+        if vec == 1:
+            self.hoisted_names.add(load.name)
+        return load.name
+
+    def _predicated_hoist_line(self, h: _Hoist, load: _StagedLoad) -> str:
+        where, offset = _shared_load_operands(load)
+        ptr = self.tensor_ptr(load.value, False)
+        indent = "  " * h.section.indent
+        if load.vec > 1:
+            return f"{indent}fuser_ld_vec_if<{load.vec}>({where}, {ptr}, {offset}, {load.name});"
+        dtype = load.value.type.dtype  # type: ignore[union-attr]
+        value = X.load_expr(f"fuser_ld_if({where}, {ptr}, {offset})", dtype)
+        return f"{indent}const {X.COMPUTE_TYPE[dtype]} {load.name} = {value};"
 
     def hoisted_load(self, key: tuple, ctype: str, raw: str) -> str:
         h = self.hoist
@@ -737,13 +966,14 @@ class KernelEmitter:
         return (yield read.operand, read.idx)
 
     def op_ReshapeOp(self, op: L.ReshapeOp, idx):
-        """The dims before the kept suffix (kept_suffix) re-linearised: once for every lane of
-        a vector (memoised by their indices), and before the loop when they read only its
-        outer variables (then a loop constant to the loop's loads, like a gathered row)."""
+        """The trailing dims that split or merge dims of static extents (reshape_groups) read the
+        input at an index written inline (`(i1) * 64LL + (i2)`, `(i1) / 64LL`); the dims before
+        them re-linearised: once for every lane of a vector (memoised by their indices), and
+        before the loop when they read only its outer variables (then a loop constant to the
+        loop's loads, like a gathered row)."""
         out, inp = op.result, op.input
-        kept = kept_suffix(op)
-        head, tail = idx[:out.type.rank - kept], tuple(idx[out.type.rank - kept:])
-        heads = inp.type.rank - kept
+        out_heads, heads, groups = reshape_groups(op)
+        head, tail = idx[:out_heads], _regrouped(op, idx, groups, True)
         if not heads:
             return (yield inp, tail)
         key = ("reshape", op, tuple(ix.text for ix in head))
@@ -754,7 +984,7 @@ class KernelEmitter:
         if found is None:
             write = h.section.line if hoisted else self.line
             linear = "0"
-            for d in range(out.type.rank - kept):
+            for d in range(out_heads):
                 linear = f"(({linear}) * {self.extent(out, d)} + ({head[d].text}))"
             self.s.counter += 1
             lin = f"l{self.s.counter}"
@@ -783,31 +1013,97 @@ class KernelEmitter:
         return (yield op.input, src)
 
     def op_PadOp(self, op: R.PadOp, idx):
+        """The input where the index lies inside it, else the pad value: a branch whose condition
+        (the index in [left, left + extent) along each padded dim) is written on the index itself,
+        so a load stage can predicate the input's loads on it."""
+        if self._vector_pad_dim(op, idx) is not None:
+            return (yield from self._vector_pad(op, idx))
         dtype = op.result.type.dtype
         t = X.COMPUTE_TYPE[dtype]
         widths = op.mixed_widths
-        src, conds = [], []
+        src, conds, ranges = [], [], []
         for d in range(op.input.type.rank):
             left = widths[2 * d]
             if left == 0 and widths[2 * d + 1] == 0:
                 src.append(idx[d])
                 continue
-            j = self.tmp("long long", f"({idx[d].text}) - {self.mixed_int(left)}", "j")
-            src.append(computed([idx[d]], j))
-            conds.append(f"({j} >= 0 && {j} < {self.extent(op.input, d)})")
+            low, extent = self.mixed_int(left), self.extent(op.input, d)
+            src.append(shifted(idx[d], ("pad", op, d), f"(({idx[d].text}) - {low})", _static_pad_shift(op, d)))
+            static_extent = op.input.type.static_extent(d)
+            static = isinstance(left, int) and static_extent is not None
+            ranges.append(_piece_range(idx[d], left if isinstance(left, int) else low,
+                                       left + static_extent if static else f"({low} + {extent})"))
+            conds.append(f"(({idx[d].text}) >= {low} && ({idx[d].text}) < {low} + {extent})")
         fill = self.scalar(op.value, t)
         if not conds:
             return (yield op.input, src)
         self.s.counter += 1
         name = f"p{self.s.counter}"
         self.line(f"{t} {name} = {fill};")
-        self.s.cond_depth += 1
+        self._open_branch(ranges)
         self.open(f"if ({' && '.join(conds)})")
         value = yield op.input, src
         self.line(f"{name} = {value};")
         self.close()
-        self.s.cond_depth -= 1
+        self._close_branch()
         return name
+
+    def _vector_pad_dim(self, op: R.PadOp, idx) -> int | None:
+        """The dim of a pad along the vectorised innermost dim itself whose both ends lie on
+        multiples of VEC (static widths and extent), when it pads no other dim: every lane of a
+        vector is then inside the input or all are outside (None: pad lane by lane)."""
+        widths = op.mixed_widths
+        padded = [d for d in range(op.input.type.rank) if not (widths[2 * d] == 0 and widths[2 * d + 1] == 0)]
+        if self.vec <= 1 or not self.lanes or len(padded) != 1 or idx[padded[0]] != self.lanes[0]:
+            return None
+        d = padded[0]
+        left, extent = widths[2 * d], op.input.type.static_extent(d)
+        if not isinstance(left, int) or extent is None or left % self.vec or (left + extent) % self.vec:
+            return None
+        return d
+
+    def _vector_pad(self, op: R.PadOp, idx):
+        """A pad along the vectorised innermost dim at multiples of VEC (_vector_pad_dim): one
+        branch on lane 0 for all the lanes, the input read inside it with vector accesses (as a
+        vector cat's piece); the lanes' values are memoised for the lanes after lane 0."""
+        d = self._vector_pad_dim(op, idx)
+        assert d is not None
+        left, extent = op.mixed_widths[2 * d], op.input.type.static_extent(d)
+        t = X.COMPUTE_TYPE[op.result.type.dtype]
+        fill = self.scalar(op.value, t)
+        self.s.counter += 1
+        names = [f"p{self.s.counter}_{j}" for j in range(self.vec)]
+        self.line(f"{t} {', '.join(f'{n} = {fill}' for n in names)};")
+        lanes = [idx[:d] + (lane,) + idx[d + 1:] for lane in self.lanes]
+        at = idx[d].text
+        yield from self._vector_branch(f"if ({at} >= {left}LL && {at} < {left + extent}LL)",
+                                       _piece_range(idx[d], left, left + extent), op.input, names, lanes, d,
+                                       ("pad", op, d), left)
+        return self._memoise_lanes(op.result, names, lanes)
+
+    def _vector_branch(self, header: str, where: _Range | None, operand: SSAValue, names: Sequence[str],
+                       lanes: Sequence[tuple[Ix, ...]], dim: int, how: tuple, start: int):
+        """One branch for every lane of a vector (a vector cat's piece, a vector pad's inside),
+        opened by `header`, where `where` holds: names[j] = operand at lanes[j], its `dim` moved
+        back by `start` (the piece's start, the pad's left width)."""
+        self._open_branch([where])
+        self.s.uniform_depth += 1
+        self.open(header)
+        for name, lane_idx in zip(names, lanes):
+            src = list(lane_idx)
+            src[dim] = shifted(lane_idx[dim], how, f"({lane_idx[dim].text} - {start}LL)", -start)
+            value = yield operand, src
+            self.line(f"{name} = {value};")
+        self.close()
+        self.s.uniform_depth -= 1
+        self._close_branch()
+
+    def _memoise_lanes(self, result: SSAValue, names: Sequence[str], lanes: Sequence[tuple[Ix, ...]]) -> str:
+        """The lanes after lane 0 of a vector branch's value, which the caller asks for next, are
+        memoised; lane 0's name is returned."""
+        for name, lane_idx in zip(names[1:], lanes[1:]):
+            self.s.memo[-1][(result, lane_idx)] = name
+        return names[0]
 
     def op_CatOp(self, op: R.CatOp, idx):
         dim = op.dim.value.data
@@ -820,20 +1116,24 @@ class KernelEmitter:
         name = f"c{self.s.counter}"
         self.line(f"{t} {name};")
         offset = "0LL"
-        self.s.cond_depth += 1
+        starts = cat_starts(op)
         for k, v in enumerate(op.inputs):
             end = f"({offset} + {self.extent(v, dim)})"
             keyword = "if" if k == 0 else "else if"
+            last = k == len(op.inputs) - 1
             # the last piece is the `else`; a cat of one tensor has only it, a plain block
-            header = f"{keyword} ({idx[dim].text} < {end})" if k < len(op.inputs) - 1 else "else" if k else ""
+            header = f"{keyword} ({idx[dim].text} < {end})" if not last else "else" if k else ""
+            # where the piece lies, for the loads a load stage makes for it
+            bounds = (starts[k], starts[k + 1]) if starts is not None else (offset, end)
+            self._open_branch([_piece_range(idx[dim], bounds[0] if k else None, None if last else bounds[1])])
             self.open(header)
             src = list(idx)
             src[dim] = shifted(idx[dim], ("cat", op, k), f"({idx[dim].text} - {offset})")
             value = yield v, src
             self.line(f"{name} = {value};")
             self.close()
+            self._close_branch()
             offset = end
-        self.s.cond_depth -= 1
         return name
 
     def _vector_cat(self, op: R.CatOp, idx, dim: int):
@@ -849,38 +1149,15 @@ class KernelEmitter:
         names = [f"c{self.s.counter}_{j}" for j in range(self.vec)]
         self.line(f"{t} {', '.join(names)};")
         lanes = [idx[:dim] + (lane,) + idx[dim + 1:] for lane in self.lanes]
-        stage = self.s.stage if self._stageable(()) else None
-        outer = stage.cats[-1].condition if stage is not None and stage.cats else ""
-        if stage is not None:
-            stage.cats.append(_CatPieces())
-        self.s.cond_depth += 1
-        self.s.uniform_depth += 1
         for k, (v, start) in enumerate(zip(op.inputs, starts)):
             keyword = "if" if k == 0 else "else if"
             header = (f"{keyword} ({idx[dim].text} < {starts[k + 1]}LL)" if k < len(op.inputs) - 1
                       else "else" if k else "")
-            if stage is not None:  # where this piece lies, for the loads the stage makes for it
-                at = idx[dim].text
-                lies = [f"{at} >= {start}LL"] if k else []
-                lies += [f"{at} < {starts[k + 1]}LL"] if k < len(op.inputs) - 1 else []
-                piece = stage.cats[-1]
-                piece.condition = " && ".join(([f"({outer})"] if outer else []) + lies) or outer
-                piece.taken = set()
-            self.open(header)
-            for name, lane_idx in zip(names, lanes):
-                src = list(lane_idx)
-                text = lane_idx[dim].text
-                src[dim] = shifted(lane_idx[dim], ("cat", op, k), f"({text} - {start}LL)", -start)
-                value = yield v, src
-                self.line(f"{name} = {value};")
-            self.close()
-        self.s.uniform_depth -= 1
-        self.s.cond_depth -= 1
-        if stage is not None:
-            stage.cats.pop()
-        for name, lane_idx in zip(names[1:], lanes[1:]):
-            self.s.memo[-1][(op.result, lane_idx)] = name
-        return names[0]
+            # where this piece lies (its lane 0), for the loads the stage makes for it
+            end = starts[k + 1] if k < len(op.inputs) - 1 else None
+            yield from self._vector_branch(header, _piece_range(idx[dim], start if k else None, end), v, names, lanes,
+                                           dim, ("cat", op, k), start)
+        return self._memoise_lanes(op.result, names, lanes)
 
     # gather family
     def _lookup(self, op, idx, index_idx) -> str:
@@ -1053,20 +1330,25 @@ class KernelEmitter:
         offset = self.offset(v, tuple(ZERO if e == BROADCAST else i for e, i in zip(v.type.shape, idx)))
         self.effect(f"fuser_st({ptr}, {offset}, {X.store_expr(value, dtype)});")
 
-    def unravel(self, value: SSAValue, dims: Sequence[int], linear: str, prefix: str) -> dict[int, Ix]:
+    def unravel(self, value: SSAValue, dims: Sequence[int], linear: str, prefix: str,
+                index32: bool = False) -> dict[int, Ix]:
         """Loop variables `<prefix><d>` of `dims` of `value` from a row-major linear index.
-        Names are fixed (not numbered) so that every phase loop indexes loads identically."""
+        Names are fixed (not numbered) so that every phase loop indexes loads identically.
+        index32: `linear` is an unsigned 32-bit index, divided in 32 bits (the variables are
+        still long long: what reads them is unchanged)."""
         names: dict[int, Ix] = {}
         rest = linear
+        quotient = "unsigned" if index32 else "long long"
         for k, d in enumerate(reversed(dims)):
             e = self.extent(value, d)
+            e = f"(unsigned){e}" if index32 else e
             name = f"{prefix}{d}"
             names[d] = loop_var(d, name)
             if k == len(dims) - 1:
                 self.line(f"const long long {name} = {rest};")
             else:
                 self.line(f"const long long {name} = {rest} % {e};")
-                self.line(f"const long long {prefix}q{d} = {rest} / {e};")
+                self.line(f"const {quotient} {prefix}q{d} = {rest} / {e};")
                 rest = f"{prefix}q{d}"
         return names
 
@@ -1110,26 +1392,71 @@ def _permute(op: L.PermuteOp, idx):
     return [Read(op.input, tuple(src))]
 
 
-def kept_suffix(op: L.ReshapeOp) -> int:
-    """How many trailing dims a reshape leaves as they are (equal static extents on both sides,
-    a broadcast dim nowhere among them): those read the input at the output's own index; the
-    dims before them are re-linearised ([B, T, H] <-> [B * T, H] keeps H)."""
+def reshape_groups(op: L.ReshapeOp) -> tuple[int, int, list[tuple[tuple[int, ...], tuple[int, ...]]]]:
+    """The trailing dims of a reshape as groups (output dims, input dims) of static extents,
+    each a dim kept as it is, one input dim split into several output dims ([.., 768] ->
+    [.., 12, 64]) or several input dims merged into one ([.., 12, 64] -> [.., 768]); walked from
+    the innermost dims out, up to the first dim of a dynamic, broadcast or zero extent or whose
+    group is neither. (output dims before them, input dims before them, the groups in order)."""
     out, inp = op.result.type, op.input.type
-    kept = 0
-    while kept < min(out.rank, inp.rank):  # type: ignore[union-attr]
-        a, b = out.static_extent(out.rank - 1 - kept), inp.static_extent(inp.rank - 1 - kept)  # type: ignore[union-attr]
-        if a is None or a != b or BROADCAST in (out.shape[out.rank - 1 - kept], inp.shape[inp.rank - 1 - kept]):  # type: ignore[union-attr]
+
+    def extent(t, d: int) -> int | None:
+        return None if t.shape[d] == BROADCAST else t.static_extent(d)  # type: ignore[union-attr]
+
+    o, i = out.rank, inp.rank  # type: ignore[union-attr]
+    groups: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+    while o and i:
+        eo, ei = extent(out, o - 1), extent(inp, i - 1)
+        if not eo or not ei:
             break
-        kept += 1
-    return kept
+        if eo == ei:
+            groups.append(((o - 1,), (i - 1,)))
+            o, i = o - 1, i - 1
+            continue
+        # the side with the smaller innermost extent takes dims until the products meet
+        many, one, target, first = (inp, out, eo, i) if eo > ei else (out, inp, ei, o)
+        product, k = 1, first
+        while product < target and k and (e := extent(many, k - 1)):
+            product, k = product * e, k - 1
+        if product != target:
+            break
+        dims = tuple(range(k, first))
+        groups.append(((o - 1,), dims) if eo > ei else (dims, (i - 1,)))
+        o, i = (o - 1, k) if eo > ei else (k, i - 1)
+    return o, i, groups[::-1]
+
+
+def _regrouped(op: L.ReshapeOp, idx: Sequence[Ix], groups, emitting: bool) -> tuple[Ix, ...]:
+    """The input's index along the dims of `groups` (reshape_groups) for the output index `idx`."""
+    out, inp = op.result.type, op.input.type
+    src: list[Ix] = []
+    for outs, ins in groups:
+        if len(outs) == len(ins) == 1:
+            src.append(idx[outs[0]])
+        elif len(outs) == 1:  # merged: each input dim a digit of the output index
+            at = idx[outs[0]]
+            extents = [inp.static_extent(d) for d in ins]  # type: ignore[union-attr]
+            for m, d in enumerate(ins):
+                inner = math.prod(extents[m + 1:])
+                text = None
+                if emitting:
+                    text = f"({at.text})" + (f" / {inner}LL" if inner > 1 else "") + (f" % {extents[m]}LL" if m else "")
+                    text = f"({text})"
+                src.append(derived([at], ("reshape", op, d), text))
+        else:  # split: one input dim from several output dims
+            extents = [out.static_extent(d) for d in outs]  # type: ignore[union-attr]
+            text = None
+            if emitting:
+                terms = [f"({idx[d].text}) * {math.prod(extents[m + 1:])}LL" for m, d in enumerate(outs[:-1])]
+                text = "(" + " + ".join(terms + [f"({idx[outs[-1]].text})"]) + ")"
+            src.append(derived([idx[d] for d in outs], ("reshape", op, ins[0]), text))
+    return tuple(src)
 
 
 def _reshape(op: L.ReshapeOp, idx):
-    kept = kept_suffix(op)
-    out_rank, in_rank = op.result.type.rank, op.input.type.rank  # type: ignore[union-attr]
-    head = idx[:out_rank - kept]
-    position = computed(head)
-    return [Read(op.input, (position,) * (in_rank - kept) + tuple(idx[out_rank - kept:]))]
+    out_heads, heads, groups = reshape_groups(op)
+    position = computed(idx[:out_heads])
+    return [Read(op.input, (position,) * heads + _regrouped(op, idx, groups, False))]
 
 
 def static_slice_start(op: R.SliceOp, d: int) -> int | None:
@@ -1160,10 +1487,17 @@ def _slice(op: R.SliceOp, idx):
                                  for d, ix in enumerate(idx)))]
 
 
+def _static_pad_shift(op: R.PadOp, d: int) -> int | None:
+    """How far the pad moves its input's index along dim d (-left) when the IR fixes it."""
+    left = op.mixed_widths[2 * d]
+    return -left if isinstance(left, int) else None
+
+
 def _pad(op: R.PadOp, idx):
     widths = op.mixed_widths
     padded = [not (widths[2 * d] == 0 and widths[2 * d + 1] == 0) for d in range(op.input.type.rank)]
-    src = tuple(computed([ix]) if p else ix for ix, p in zip(idx, padded))
+    src = tuple(shifted(ix, ("pad", op, d), by=_static_pad_shift(op, d)) if p else ix
+                for d, (ix, p) in enumerate(zip(idx, padded)))
     return [Read(op.input, src, conditional=any(padded))]
 
 
@@ -1180,6 +1514,9 @@ def _cat(op: R.CatOp, idx):
 
 INDEX_OPS = (G.GatherOp, G.TakeAlongAxisOp, G.IndexSelectOp, SCAT.ScatterOp)
 """The ops that read or write at computed indices: each is an index site."""
+
+HOISTED_VALUE_OPS = (C.UnaryOp, C.BinaryOp, C.CastOp, C.WhereOp)
+"""The ops whose values a hoist with `values` computes before its loop (KernelEmitter._hoisted_value_key)."""
 
 
 def index_ops(fusion) -> list[Operation]:

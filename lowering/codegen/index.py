@@ -70,6 +70,15 @@ def gathered(parts: Iterable[Ix], key: Hashable, text: str | None = None) -> Ix:
     return Ix(dims, None, False, key, text)
 
 
+def derived(parts: Sequence[Ix], how: Hashable, text: str | None = None) -> Ix:
+    """A position computed from `parts` by an expression written inline (no temporary: a reshape's
+    split or merge of dims with static extents), so it is local only where a part is."""
+    dims: frozenset[int] = frozenset().union(*(p.dims for p in parts))
+    keys = tuple(p.key for p in parts)
+    key = None if None in keys else ("derived", how, keys)
+    return Ix(dims, None, any(p.local for p in parts), key, text)
+
+
 def depends_only_on(idx: Sequence[Ix], allowed: frozenset[int] | set[int]) -> bool:
     """Every component reads only the loop variables of `allowed` dims (and no temporaries)."""
     return all(not ix.local and ix.dims <= allowed for ix in idx)

@@ -23,11 +23,19 @@ func.func @chain(%x: !fuser.tensor<?xf32>) -> !fuser.tensor<?xbf16> {
   %c = fuser.cast %n : !fuser.tensor<?xf32> -> !fuser.tensor<?xbf16>
   func.return %c : !fuser.tensor<?xbf16>
 }
+// With arrays to check (VEC), the loop is unrolled (its loads issued by a load stage: the first
+// step's before the loop, each next step's while the step computes) and, the extents being below
+// 2^31, its index is unsigned 32-bit.
 // VEC-LABEL:   // kernel 0 of @chain: pointwise
-// VEC-NEXT:    // scheduler: pointwise, block: 128, outer dims: [0], vector: [4]
-// VEC:           const long long inner = ext{{[0-9]+}} / 4;
-// VEC:             fuser_ld_vec<4>(in{{[0-9]+}}, (iv0) * st{{[0-9]+}}, [[VL:vl[0-9]+]]);
+// VEC-NEXT:    // scheduler: pointwise, block: 128, outer dims: [0], vector: [4], unroll: 2, 32-bit index, prefetch
+// VEC:           const unsigned inner = (unsigned)(ext{{[0-9]+}} / 4);
+// VEC:             fuser_ld_vec_if<4>(fuser_in, in{{[0-9]+}}, (iv0) * st{{[0-9]+}}, [[PL:pl[0-9]+]][lin_u]);
+// VEC:           for (unsigned lin_step = blockIdx.x * blockDim.x + threadIdx.x; lin_step < inner; lin_step += 2u * gridDim.x * blockDim.x) {
+// VEC-NEXT:        float [[PL]]_next[2][4];
+// VEC-NEXT:        const unsigned lin_step_next = lin_step + 2u * gridDim.x * blockDim.x;
+// VEC:               fuser_ld_vec_if<4>(fuser_in, in{{[0-9]+}}, (iv0) * st{{[0-9]+}}, [[PL]]_next[lin_u]);
 // VEC:             fuser_st_vec<4>(out{{[0-9]+}}, (iv0) * st{{[0-9]+}}, so{{[0-9]+}});
+// VEC:           for (int fuser_j = 0; fuser_j < 4; ++fuser_j) [[PL]][fuser_k][fuser_j] = [[PL]]_next[fuser_k][fuser_j];
 // CHECK-LABEL: // kernel 0 of @chain: pointwise
 // CHECK-NEXT:  // scheduler: pointwise, block: 128, outer dims: [0]
 // CHECK-NEXT:  extern "C" __global__ void __launch_bounds__(128) fuser_kernel_0_pointwise(
@@ -47,7 +55,8 @@ func.func @chain(%x: !fuser.tensor<?xf32>) -> !fuser.tensor<?xbf16> {
 // -----
 
 // A bias broadcast over rows: the rows become an outer loop inside each thread (blockIdx.y
-// splits it) and the bias load, which does not depend on the row, is hoisted out of it.
+// splits it) and the bias load, which does not depend on the row, is hoisted out of it, with
+// the arithmetic on it (its cast).
 func.func @bias(%x: !fuser.tensor<?x?xf32>, %b: !fuser.tensor<bx?xf16>) -> !fuser.tensor<?x?xf32> {
   %c = fuser.cast %b : !fuser.tensor<bx?xf16> -> !fuser.tensor<bx?xf32>
   %a = fuser.binary add %x, %c : (!fuser.tensor<?x?xf32>, !fuser.tensor<bx?xf32>) -> !fuser.tensor<?x?xf32>
@@ -59,16 +68,18 @@ func.func @bias(%x: !fuser.tensor<?x?xf32>, %b: !fuser.tensor<bx?xf16>) -> !fuse
 // CHECK-NEXT:    const long long i1 = lin;
 // CHECK-NEXT:    const long long outer = ext{{[0-9]+}};
 // CHECK-NEXT:    const float [[H:h[0-9]+]] = __half2float(fuser_ld(in{{[0-9]+}}, (i1) * st{{[0-9]+}}));
+// CHECK-NEXT:    const float [[C:t[0-9]+]] = (float)([[H]]);
 // CHECK-NEXT:    for (long long olin = blockIdx.y; olin < outer; olin += (long long)gridDim.y) {
 // CHECK-NEXT:      const long long i0 = olin;
 // CHECK-NEXT:      const float [[X:v[0-9]+]] = fuser_ld(in{{[0-9]+}}, (i0) * st{{[0-9]+}} + (i1) * st{{[0-9]+}});
-// CHECK-NOT:       fuser_ld
-// CHECK:           fuser_st(out{{[0-9]+}}, (i0) * st{{[0-9]+}} + (i1) * st{{[0-9]+}}, t{{[0-9]+}});
+// CHECK-NEXT:      const float [[S:t[0-9]+]] = ([[X]] + [[C]]);
+// CHECK-NEXT:      fuser_st(out{{[0-9]+}}, (i0) * st{{[0-9]+}} + (i1) * st{{[0-9]+}}, [[S]]);
 
 // -----
 
 // Outputs of unrelated extents: one launch, blockIdx.z picks the group; pad reads its input
-// only inside the bounds test.
+// only inside the bounds test: a load of the step's load stage predicated on it (no branch
+// around the load), the body selecting it where the index lies inside.
 func.func @groups(%x: !fuser.tensor<?x?xf32>) -> (!fuser.tensor<?x?xf32>, !fuser.tensor<?x?xf32>) {
   %e = fuser.unary exp %x : !fuser.tensor<?x?xf32> -> !fuser.tensor<?x?xf32>
   %zero = arith.constant 0.000000e+00 : f64
@@ -77,18 +88,20 @@ func.func @groups(%x: !fuser.tensor<?x?xf32>) -> (!fuser.tensor<?x?xf32>, !fuser
 }
 // CHECK-LABEL: // kernel 0 of @groups: pointwise
 // CHECK:       if (blockIdx.z == 0) {
-// CHECK:         for (long long lin = (long long)blockIdx.x * blockDim.x + threadIdx.x; lin < inner; lin += (long long)gridDim.x * blockDim.x) {
+// CHECK:         for (long long lin_step = (long long)blockIdx.x * blockDim.x + threadIdx.x; lin_step < inner; lin_step += 1LL * (long long)gridDim.x * blockDim.x) {
 // CHECK:           expf(
 // CHECK:           fuser_st(
 // CHECK:       if (blockIdx.z == 1) {
-// CHECK:         for (long long lin = (long long)blockIdx.x * blockDim.x + threadIdx.x; lin < inner; lin += (long long)gridDim.x * blockDim.x) {
-// CHECK:           const long long [[J:j[0-9]+]] = (i1) - 1LL;
+// CHECK:         for (long long lin_step = (long long)blockIdx.x * blockDim.x + threadIdx.x; lin_step < inner; lin_step += 1LL * (long long)gridDim.x * blockDim.x) {
+// CHECK:           const bool fuser_in = lin < inner;
+// CHECK-NEXT:      [[PL:pl[0-9]+]][lin_u] = fuser_ld_if(fuser_in && (((i1 >= 1LL && i1 < (1LL + [[E:ext[0-9]+]])))), in{{[0-9]+}}, (i0) * st{{[0-9]+}} + (((i1) - 1LL)) * st{{[0-9]+}});
+// CHECK:           const bool fuser_in = lin < inner;
 // CHECK-NEXT:      float [[P:p[0-9]+]] = ((float)0.0);
-// CHECK-NEXT:      if (([[J]] >= 0 && [[J]] < ext{{[0-9]+}})) {
-// CHECK-NEXT:        const float [[V:v[0-9]+]] = fuser_ld(in{{[0-9]+}}, (i0) * st{{[0-9]+}} + ([[J]]) * st{{[0-9]+}});
+// CHECK-NEXT:      if (((i1) >= 1LL && (i1) < 1LL + [[E]])) {
+// CHECK-NEXT:        const float [[V:v[0-9]+]] = [[PL]][lin_u];
 // CHECK-NEXT:        [[P]] = [[V]];
 // CHECK-NEXT:      }
-// CHECK-NEXT:      fuser_st(out{{[0-9]+}}, (i0) * st{{[0-9]+}} + (i1) * st{{[0-9]+}}, [[P]]);
+// CHECK-NEXT:      if (fuser_in) { fuser_st(out{{[0-9]+}}, (i0) * st{{[0-9]+}} + (i1) * st{{[0-9]+}}, [[P]]); }
 // CHECK-NOT:   blockIdx.z == 2
 // CHECK:       FUSER_HOST_LAUNCHER(fuser_kernel_0_pointwise)
 

@@ -148,6 +148,32 @@ def test_schedules_come_from_the_units():
     assert long_rows.iters == 0 and long_rows.merged  # beyond what a block holds: the online pass
 
 
+def _tiny_pointwise(shape):
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=shape)
+        fd.add_output(fd.ops.relu(fd.ops.add(fd.ops.mul(x, 2.0), 1.0)))
+    return _single_plan(fd)
+
+
+@pytest.mark.parametrize("n, block", [(8, 32), (100, 32), (200, 64), (512, 128), (513, 128), (1 << 20, 128)])
+def test_a_launch_of_fewer_elements_than_a_block_takes_them_rounded_up_to_a_warp(n, block):
+    """Static extents: a launch of fewer work items (4-float vectors here) than 128 threads takes
+    a block of them rounded up to a warp, one block either way; larger launches keep 128 threads."""
+    plan = _tiny_pointwise([n])
+    unit = plan.unit
+    schedule = unit.choose(plan, [(n,)], {}, {})  # {}: every input dense and aligned (vectors of 4)
+    assert schedule.block == block, schedule.describe()
+    assert unit.choose(plan, [(n,)], None, {}).block == min(128, -(-n // 32) * 32)  # printing: scalar items
+    grid = unit.grid(plan, schedule, _Extents({plan.domain_values()[0]: (n,)}))
+    assert grid[0] == 1 or block == 128
+
+
+def test_a_dynamic_extent_keeps_the_block_of_128():
+    """One kernel serves every extent of a dynamic dim: its block does not follow the first call's."""
+    plan = _tiny_pointwise([-1])
+    assert plan.unit.choose(plan, [(8,)], {}, {}).block == 128
+
+
 def test_rendering_is_a_pure_function_of_plan_and_schedule():
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[-1, -1])
