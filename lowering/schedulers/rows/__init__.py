@@ -30,7 +30,8 @@ from fuser.lowering.schedulers.rows.merges import online_softmax_pairs, welford_
 from fuser.lowering.schedulers.rows.emit import RowKernel, accumulator, result_register
 from fuser.lowering.schedulers.rows.heuristic import (SCORED_ROWS_PER_SM, SHARED_SPARE, column_grid, column_schedule,
                                                      plan_row_schedule, ranked)
-from fuser.lowering.schedulers.rows.problem import (SPLIT_BLOCK, SPLIT_BLOCKS_PER_SM, SPLIT_ELEMENTS_PER_THREAD, RowProblem,
+from fuser.lowering.schedulers.rows.problem import (SPLIT_BLOCK, SPLIT_BLOCKS_PER_SM, SPLIT_ELEMENTS_PER_THREAD, SPLIT_UNROLL,
+                                                     RowProblem,
                                                    estimated_resources, row_problem, row_vector_width, traffic)
 from fuser.lowering.schedulers.rows.schedule import RowSchedule
 from fuser.lowering.schedulers.rows.storage import SharedRowStorage, row_storage
@@ -90,9 +91,9 @@ class RowScheduler(SchedulerUnit):
                 return RowSchedule(SERIAL_COLUMN_BLOCK, block_per_row=False)
             return column_schedule(plan, planned_problem(plan, row_problem(plan, shape), device), device,
                                    splittable=not self.normalization)
-        if reduced and len(reduced) == rank and not self.normalization:
-            return RowSchedule(SPLIT_BLOCK, True, split=True)
         vec = row_vector_width(plan, shape, arrays, output_layout)
+        if reduced and len(reduced) == rank and not self.normalization:
+            return RowSchedule(SPLIT_BLOCK, True, split=True, vec=vec, unroll=SPLIT_UNROLL)
         return plan_row_schedule(plan, planned_problem(plan, row_problem(plan, shape, vec), device), device)
 
     def check_schedule(self, plan: KernelPlan, schedule, shapes: Sequence[tuple[int, ...]], arrays: dict | None,
@@ -144,7 +145,7 @@ class RowScheduler(SchedulerUnit):
             return (1, 1, 1) if plan.grid_reductions else None
         if schedule.split:
             row_len = math.prod(domain)
-            blocks = math.ceil(row_len / (schedule.block * SPLIT_ELEMENTS_PER_THREAD))
+            blocks = math.ceil(row_len / (schedule.block * max(SPLIT_ELEMENTS_PER_THREAD, schedule.vec * schedule.unroll)))
             return max(1, min(blocks, SPLIT_BLOCKS_PER_SM * device.sms)), 1, 1
         if schedule.block_per_row:
             return min(math.ceil(rows / schedule.rows_per_block), MAX_GRID), 1, 1

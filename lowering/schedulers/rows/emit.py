@@ -72,7 +72,7 @@ class RowKernel:
         self.lanes = schedule.row_lanes
         self.grouped = self.block_per_row and schedule.rows_per_block > 1
         """Several rows a block: a row's lanes reduce by shuffles within their group."""
-        self.vec = schedule.vec if self.block_per_row and not self.split else 1
+        self.vec = schedule.vec if self.block_per_row else 1
         self.smem_types: set[str] = set()
         self.smem_words = 64  # per warp: 32 slots for each of the (at most 2) values combined
         self.r: dict[int, Ix] = {}
@@ -140,7 +140,7 @@ class RowKernel:
         self._phase = phase
         step = f"(long long)k * {self.lanes} + {LANE}"
         first = f"({step}) * {self.vec}" if self.vec > 1 else f"({step})"
-        self.staged = self.persistent or (self.block_per_row and not self.split)
+        self.staged = self.persistent or self.block_per_row
         self._chunked = False
         guard = f"{self.in_row()}rl < rlen"
         if self.persistent and start == 0 and count == chunk == s.iters:
@@ -160,8 +160,14 @@ class RowKernel:
             em.line("const int k = k0 + kj;")
             em.line(f"const long long rl = {first};")
         elif self.split:
-            em.open("for (long long rl = (long long)blockIdx.x * blockDim.x + threadIdx.x; rl < rlen; "
-                    "rl += (long long)gridDim.x * blockDim.x)")
+            # The grid's threads over the whole row, `unroll` vectors a thread a step: a warp's
+            # loads of one vector are consecutive.
+            span = s.unroll * self.vec
+            em.open(f"for (long long rc = (long long)blockIdx.x * blockDim.x * {span}LL; rc < rlen; "
+                    f"rc += (long long)gridDim.x * blockDim.x * {span}LL)")
+            em.open_staged_loop("k", s.unroll, f"for (int k = 0; k < {s.unroll}; ++k)")
+            step = "((long long)k * blockDim.x + threadIdx.x)"
+            em.line(f"const long long rl = rc + {step}{f' * {self.vec}' if self.vec > 1 else ''};")
         elif self.block_per_row:
             em.open(f"for (long long rc = 0; rc < rlen; rc += {s.unroll * self.lanes * self.vec}LL)")
             em.open_staged_loop("k", s.unroll, f"for (int k = 0; k < {s.unroll}; ++k)")
@@ -272,7 +278,8 @@ class RowKernel:
             acc = accumulator(f"acc{phase}", red)
             em.line(f"{acc.ctype} {acc.name} = {acc.identity};")
             for _ in self.loops(phase):
-                em.accumulate(acc.name, acc.combined(em.emit(red.input, self.full_idx({}))))
+                for value in self.lane_values(red.input, {}):
+                    em.accumulate(acc.name, acc.combined(value))
             accs.append((red, acc))
         self.store_full(len(accs), {})
         em.stop_hoisting()

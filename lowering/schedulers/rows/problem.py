@@ -46,6 +46,9 @@ SPLIT_ELEMENTS_PER_THREAD = 8
 SPLIT_BLOCKS_PER_SM = 2
 """A row split over the grid: at most 2 blocks per SM, each thread folding at least 8 elements
 before the block and grid combine."""
+SPLIT_UNROLL = 4
+"""A split row's step: 4 vectors a thread, loaded together (its loads staged like a streamed
+row's): 1,024 threads an SM x 64 bytes. One element a step kept 4 KiB in flight per SM."""
 
 
 def _itemsize(v) -> int:
@@ -157,7 +160,7 @@ def in_flight_per_thread(problem: RowProblem, schedule: RowSchedule) -> int:
     along the row, `vec` elements each, for every vector of the unrolled step (all of its
     share of the row when persistent in registers; 4 at a time into shared memory)."""
     if schedule.split:
-        return problem.phase_bytes[0] or 4
+        return (problem.phase_bytes[0] or 4) * schedule.vec * schedule.unroll
     if not schedule.block_per_row:  # a thread per row: `unroll` elements a step
         return (problem.phase_bytes[0] or 4) * schedule.unroll
     per_vector = problem.phase_bytes[0] * schedule.vec
@@ -222,7 +225,7 @@ def dependent_waits(problem: RowProblem, schedule: RowSchedule, device: DeviceSp
     if schedule.split:
         blocks = SPLIT_BLOCKS_PER_SM * device.sms
         per_thread = problem.row_len / (schedule.block * blocks)
-        return max(1.0, per_thread / UNROLLED_BY_COMPILER), problem.phases
+        return max(1.0, per_thread / (schedule.vec * schedule.unroll)), problem.phases
     if not schedule.block_per_row:
         # A thread per row: each phase's steps of `unroll` elements, then the combine across the
         # row's threads, for every tile of rows a block walks.

@@ -89,7 +89,7 @@ class RowSchedule:
 
     def describe(self) -> str:
         if self.split:
-            return f"one row split over the grid, block: {self.block}"
+            return f"one row split over the grid, block: {self.block}, vec: {self.vec}, unroll: {self.unroll}"
         if not self.block_per_row:
             text = f"thread per row, block: {self.block}"
             if self.row_threads > 1:

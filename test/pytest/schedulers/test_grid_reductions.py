@@ -101,3 +101,40 @@ def test_a_grid_total_cannot_flow_back_onto_rows():
     data = np.random.default_rng(5).random((20, 30), dtype=np.float32) + 0.5
     kernels = check(fd, [data])
     assert len(kernels) == 2
+
+
+def _sum_max_min(dtype) -> FusionDefinition:
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+        xf = fd.ops.cast(x, DataType.Float)
+        fd.add_output(fd.ops.sum(fd.ops.mul(xf, xf), dims=[0, 1]))
+        fd.add_output(fd.ops.max(xf, dims=[0, 1]))
+        fd.add_output(fd.ops.min(xf, dims=[0, 1]))
+    return fd
+
+
+def _views(shape, np_dtype):
+    """A dense array, a transposed one (innermost stride not 1: scalar loads) and one at an
+    element's offset (16-byte vectors misaligned: narrower ones)."""
+    rng = np.random.default_rng(sum(shape))
+    base = rng.standard_normal((shape[0], shape[1] + 1)).astype(np_dtype)
+    return {"dense": np.ascontiguousarray(base[:, :shape[1]]), "transposed": base[:, :shape[1]].T.copy().T,
+            "offset": base.reshape(-1)[1:1 + shape[0] * shape[1]].reshape(shape)}
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("shape", [(1, 1), (3, 5), (7, 64), (33, 1000), (2, 8), (1000, 1003), (65, 4096)])
+def test_a_whole_tensor_reduction_reads_vectors_a_step(dtype, shape):
+    """One row split over the grid, `unroll` vectors a thread a step, every element once: sums,
+    maxima and minima of every length around the vector and the step, of dense, transposed and
+    misaligned inputs (the last two narrow the vector), match the reference."""
+    import ml_dtypes
+
+    fuser_dtype, np_dtype = {"f32": (DataType.Float, np.float32), "bf16": (DataType.BFloat16, ml_dtypes.bfloat16)}[dtype]
+    for name, x in _views(shape, np_dtype).items():
+        fd = _sum_max_min(fuser_dtype)
+        (kernel,) = check(fd, [x])
+        assert kernel.schedule.split, (name, kernel.schedule.describe())
+        # Each of the three reductions reads every element once (and the last block the partials).
+        assert 3 * x.nbytes <= kernel.bytes_loaded <= 3 * x.nbytes + 65536, (name, kernel.bytes_loaded, x.nbytes)
+    assert kernel.schedule.unroll > 1

@@ -1,7 +1,8 @@
 """What the GPU would run keeps its loads in flight: held in the SASS, without a GPU.
 
 Every kernel of the 8 benchmark cases at their H100 shapes, the LM head's chunk kernel at
-GPT-2's and Llama 3's vocabularies (a GPU chunk: 4 rows an SM), and the largest kernels of
+GPT-2's and Llama 3's vocabularies (a GPU chunk: 4 rows an SM), a full reduction (one row split
+over the grid) at GPT-2's activation, and the largest kernels of
 GPT-2's, Llama's and BERT's training steps at their real sizes (benchmarks/model_kernels.py),
 compiled for sm_90 by NVRTC and disassembled by nvdisasm:
 
@@ -71,7 +72,21 @@ def _lm_head_kernels(vocab: int, dtype: str):
     return _chunk_fusion(torch_dtype, -100, True).kernels_for(inputs, backend="cpu")
 
 
+def _full_reduction_kernels(np_dtype, dtype_name: str):
+    """A loss's mean of squares over a whole activation (GPT-2's 8x1024x768): one row split over
+    the grid. One element a thread a step kept 4 KiB in flight per SM."""
+    from fuser import DataType, FusionDefinition
+
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1, -1], dtype=getattr(DataType, dtype_name))
+        xf = fd.ops.cast(x, DataType.Float)
+        fd.add_output(fd.ops.sum(fd.ops.mul(xf, xf), dims=[0, 1, 2]))
+    return fd.kernels_for([np.empty((8, 1024, 768), np_dtype)], backend="cpu")
+
+
 CASES = [(c.key, lambda c=c: _benchmark_kernels(c)) for c in all_cases("gpu-quick")]
+CASES += [(f"full_reduction:{name}", lambda d=d, name=name: _full_reduction_kernels(d, name))
+          for d, name in ((np.float32, "Float"), (ml_dtypes.bfloat16, "BFloat16"))]
 CASES += [(f"lm_head:{dtype}:{vocab}", lambda v=vocab, d=dtype: _lm_head_kernels(v, d))
           for vocab in (50257, 128256) for dtype in ("bf16", "f32")]
 
