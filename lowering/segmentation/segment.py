@@ -90,10 +90,26 @@ class Segmenter:
             reason = f"split before {component[0].name}: {whole.reason}" if k else ""
             verdict = self.classify(component, self.outputs(component, pessimistic=True), remember=True)
             if verdict.ok:
-                segments.append((component, verdict, reason))
+                if not self._join_earlier(segments, component):
+                    segments.append((component, verdict, reason))
             else:
                 segments += self._greedy(component, reason)
         return segments
+
+    def _join_earlier(self, segments: list[tuple[list[Operation], Verdict, str]], component: list[Operation]) -> bool:
+        """Puts a component one kernel runs (it reads fusion inputs only: any kernel may take it)
+        into the latest earlier kernel that accepts it with its own ops: a launch fewer (a
+        per-token value of the inputs written by the row kernel beside it, once a row)."""
+        for k in range(len(segments) - 1, -1, -1):
+            seg, _, reason = segments[k]
+            if is_host_op(seg[0]):
+                continue
+            trial = seg + component
+            verdict = self.classify(trial, self.outputs(trial, pessimistic=True))
+            if verdict.ok:
+                segments[k] = (trial, verdict, reason)
+                return True
+        return False
 
     def _components(self, ops: list[Operation]) -> list[list[Operation]]:
         """Groups of ops tied by dataflow or by reading the same fusion input, in program order.
@@ -118,11 +134,37 @@ class Segmenter:
             if verdict.ok or not current:
                 current = trial
                 continue
+            if self._place_earlier(segments, current, op):
+                continue
             segments += self._close(current, reason)
             reason = f"split before {op.name}: {verdict.reason}"
             current = [op]
         segments += self._close(current, reason)
         return segments
+
+    def _place_earlier(self, segments: list[tuple[list[Operation], Verdict, str]], current: list[Operation],
+                       op: Operation) -> bool:
+        """Puts `op`, which the current segment refuses, into an earlier kernel that accepts it:
+        one at or after the last that computes an operand of it, when none of its operands comes
+        from the current segment (data then still flows from earlier kernels to later ones). A
+        per-row value computed after a whole-tensor reduction (a layer norm's rstd / 768 after
+        the loss) is then written by the row kernel once a row, not by a kernel of its own."""
+        producers = {o.owner for o in op.operands if isinstance(o.type, TensorType) and isinstance(o.owner, Operation)}
+        if producers & set(current):
+            return False
+        first = max((k for k, (seg, _, _) in enumerate(segments) if producers & set(seg)), default=None)
+        if first is None:
+            return False
+        for k in range(len(segments) - 1, first - 1, -1):
+            seg, _, reason = segments[k]
+            if is_host_op(seg[0]):
+                continue
+            trial = seg + [op]
+            verdict = self.classify(trial, self.outputs(trial, pessimistic=True))
+            if verdict.ok:
+                segments[k] = (trial, verdict, reason)
+                return True
+        return False
 
     def _close(self, seg: list[Operation], reason: str) -> list[tuple[list[Operation], Verdict, str]]:
         """Final outputs of `seg` are known once later ops are placed; re-split if they do not fit."""

@@ -295,3 +295,42 @@ func.func @recomputed_segment_is_not_planned(%x: !fuser.tensor<?x?xf32>, %y: !fu
 // CHECK-NEXT:    fuser.unary exp %y {fuser.kernel = 2 : i64}
 // CHECK-NEXT:    fuser.reduction sum %o dims [0] keepdim {fuser.kernel = 1 : i64}
 // CHECK-NEXT:    fuser.binary mul %e, %c {fuser.kernel = 2 : i64}
+
+// -----
+
+// A per-row value of the whole-tensor reduction's domain would be stored by every lane along the
+// row (a [?, b] output in a loop over [?, ?]): refused, with the reason; it gets a kernel of its
+// own when no earlier kernel takes it.
+func.func @total_with_a_per_row_output(%x: !fuser.tensor<?x?xf32>, %y: !fuser.tensor<?xbxf32>) -> (!fuser.tensor<f32>, !fuser.tensor<?xbxf32>) {
+  %p = fuser.binary mul %x, %y : (!fuser.tensor<?x?xf32>, !fuser.tensor<?xbxf32>) -> !fuser.tensor<?x?xf32>
+  %t = fuser.reduction sum %p dims [0, 1] : !fuser.tensor<?x?xf32> -> !fuser.tensor<f32>
+  %two = arith.constant 2.000000e+00 : f64
+  %m = fuser.binary mul %y, %two : (!fuser.tensor<?xbxf32>, f64) -> !fuser.tensor<?xbxf32>
+  func.return %t, %m : !fuser.tensor<f32>, !fuser.tensor<?xbxf32>
+}
+// CHECK-LABEL: func.func @total_with_a_per_row_output
+// CHECK-SAME:    {name = "fuser_kernel_1_pointwise", scheduler = "pointwise", reason = "split before fuser.binary: output [s0, b] is broadcast in a reduced dim of [s0, s1]: every lane along it would store it again"}
+// CHECK:         fuser.reduction sum %p dims [0, 1] {fuser.kernel = 0 : i64}
+// CHECK:         fuser.binary mul %y, %two {fuser.kernel = 1 : i64}
+
+// -----
+
+// Where an earlier kernel takes it, a value the current kernel refuses goes there: the row
+// sum's per-row mean, computed after the whole-tensor sum (GPT-2's layer norm and loss), is
+// written by the row kernel once a row; a per-row value of an input alone (its own component)
+// joins it too (static extents: the fusion knows its rows are the row kernel's). Two kernels,
+// not four.
+func.func @per_row_values_join_the_row_kernel(%x: !fuser.tensor<8x768xf32>, %y: !fuser.tensor<8xbxf32>) -> (!fuser.tensor<8xbxf32>, !fuser.tensor<f32>, !fuser.tensor<8xbxf32>, !fuser.tensor<8xbxf32>) {
+  %s = fuser.reduction sum %x dims [1] keepdim : !fuser.tensor<8x768xf32> -> !fuser.tensor<8xbxf32>
+  %t = fuser.reduction sum %x dims [0, 1] : !fuser.tensor<8x768xf32> -> !fuser.tensor<f32>
+  %c = arith.constant 7.680000e+02 : f64
+  %m = fuser.binary div %s, %c : (!fuser.tensor<8xbxf32>, f64) -> !fuser.tensor<8xbxf32>
+  %n = fuser.binary div %y, %c : (!fuser.tensor<8xbxf32>, f64) -> !fuser.tensor<8xbxf32>
+  func.return %s, %t, %m, %n : !fuser.tensor<8xbxf32>, !fuser.tensor<f32>, !fuser.tensor<8xbxf32>, !fuser.tensor<8xbxf32>
+}
+// CHECK-LABEL: func.func @per_row_values_join_the_row_kernel
+// CHECK-SAME:    fuser.kernels = [{name = "fuser_kernel_0_reduction", scheduler = "reduction"}, {name = "fuser_kernel_1_reduction", scheduler = "reduction", reason = "split before fuser.reduction: reductions over different dims [1] and [0, 1]"}]
+// CHECK:         fuser.reduction sum %x dims [1] keepdim {fuser.kernel = 0 : i64}
+// CHECK-NEXT:    fuser.reduction sum %x dims [0, 1] {fuser.kernel = 1 : i64}
+// CHECK:         fuser.binary div %s, %c {fuser.kernel = 0 : i64}
+// CHECK-NEXT:    fuser.binary div %y, %c {fuser.kernel = 0 : i64}

@@ -304,6 +304,32 @@ def test_reductions_over_different_dims_split():
     assert sum(k.bytes_loaded for k in kernels) == 2 * x.nbytes + partials
 
 
+def test_per_row_values_after_a_whole_tensor_reduction_join_the_row_kernel():
+    """GPT-2's layer norm and loss: a row kernel (the statistic), a whole-tensor sum, then a
+    per-row value of the statistic and one of an input. Both per-row values are written by the
+    row kernel, once a row (in the whole-tensor reduction's loop every lane along the row stored
+    them again: 768 stores of each element at GPT-2's width), and the values are the reference's."""
+    rows, cols = 64, 768
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[rows, cols])
+        y = fd.define_tensor(shape=[rows, 1])
+        s = fd.ops.sum(x, dims=[1], keepdim=True)
+        fd.add_output(s)
+        fd.add_output(fd.ops.sum(fd.ops.mul(x, x), dims=[0, 1]))
+        fd.add_output(fd.ops.div(s, float(cols)))
+        fd.add_output(fd.ops.div(y, float(cols)))
+    rng = np.random.default_rng(8)
+    x, y = rng.standard_normal((rows, cols)).astype(np.float32), rng.standard_normal((rows, 1)).astype(np.float32)
+    kernels, outputs = run_checked(fd, [x, y], tol=(1e-4, 1e-4))
+    assert [k.scheduler for k in kernels] == ["reduction", "reduction"]
+    row_kernel, total = kernels
+    # the row kernel stores the row sums and both per-row values once a row
+    assert row_kernel.bytes_stored == 3 * rows * 4
+    assert total.schedule.split and total.schedule.vec == 4
+    np.testing.assert_allclose(outputs[2], x.sum(1, keepdims=True) / cols, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(outputs[3], y / cols, rtol=1e-6)
+
+
 def test_normalization_then_pointwise_tail_is_one_kernel():
     """Everything after the reductions that stays row-consistent joins the kernel: softmax, a
     keepdim=False statistic broadcast back, and a pointwise epilogue with a broadcast operand."""

@@ -107,7 +107,17 @@ def _classify_rows(candidate: Candidate) -> RowVerdict:
             if form is None:
                 return RowVerdict(Verdict(False, f"output {_dims(sym.shape(v))} is not shaped like the reduction domain {_dims(domain)}"))
             forms[v] = form
+        if forms[v] == FULL and _broadcast_in_reduced(sym.shape(v), domain, rset):
+            return RowVerdict(Verdict(False, f"output {_dims(sym.shape(v))} is broadcast in a reduced dim of "
+                                             f"{_dims(domain)}: every lane along it would store it again"))
     return RowVerdict(Verdict(True, domain=ref, reduced_dims=tuple(reduced), forms=forms), normalization)
+
+
+def _broadcast_in_reduced(shape: tuple, domain: tuple, reduced: set[int]) -> bool:
+    """A FULL value broadcast in some reduced dim the domain is not (but not in all of them,
+    which is KEEP): the row loop visits each of its elements once per position along that dim
+    (a per-token mean in a whole-tensor reduction: 768 stores of each of its elements)."""
+    return any(shape[d] == B and domain[d] != B for d in reduced)
 
 
 def _grid_refusal(sym, op: C.ReductionOp, input_form: str | None, domain: tuple) -> str:
