@@ -18,6 +18,7 @@ from xdsl.ir import Operation, SSAValue
 
 from fuser_dialect.types import BROADCAST
 from fuser_dialect import ops_resize as R
+from fuser_dialect import ops_compute as C
 from fuser.lowering.codegen.emit_cuda import ACCESS_RULES, cat_starts
 from fuser.lowering.codegen.index import ZERO, Ix, depends_only_on, loop_var, shifted, structural_key
 from fuser.lowering.codegen.kernel import DROP, FULL, KEEP, KernelPlan
@@ -202,11 +203,39 @@ def row_loads(plan: KernelPlan) -> RowLoads:
     every = [load for phase in phases for load in phase]
     # Positions computed in the kernel along the row (a gather by a per-element index) may hide
     # the innermost variable; a per-row computed position (a label) is read outside the loops.
-    hidden = any(ix.local and ix.dims & reduced for load in every for ix in load.idx)
+    # (A thread per row, the innermost dim kept, reads VEC consecutive rows as one access: a
+    # position computed from the innermost dim hides it there.)
+    along = reduced | {last}
+    hidden = any(ix.local and ix.dims & along for load in every for ix in load.idx)
     boundaries = [ix for roots in phase_roots for ix in cat_boundaries(produced, roots)]
-    found = vector_values(every, last, boundaries) if rank and last in reduced and not hidden else None
+    found = vector_values(every, last, boundaries) if rank and not hidden else None
     vectors, alignment = found if found is not None else (None, 0)
     return RowLoads(phases, vectors, alignment)
+
+
+def row_output_loads(plan: KernelPlan) -> list[Load]:
+    """The global loads of a row kernel's row outputs (KEEP and DROP forms: a value a row),
+    reduction results aside (their registers), at the outputs' own indices."""
+    assert plan.domain is not None
+    produced = {op.results[0]: op for op in plan.ops}
+    rank = plan.domain.type.rank  # type: ignore[union-attr]
+    kept = [d for d in range(rank) if d not in plan.reduced_dims]
+    roots = []
+    for v in plan.outputs:
+        form = plan.forms.get(v)
+        if form == KEEP:
+            roots.append((v, [loop_var(d) if d in kept else ZERO for d in range(rank)]))
+        elif form == DROP:
+            roots.append((v, [loop_var(d) for d in kept]))
+    loads: list[Load] = []
+
+    def visit(value, idx, conditional, op) -> bool:
+        if op is None:
+            loads.append(Load(value, idx, conditional))
+        return not isinstance(op, C.ReductionOp)
+
+    walk_reads(produced, roots, visit)
+    return loads
 
 
 @dataclass(frozen=True)
@@ -324,4 +353,4 @@ class KernelAnalysis:
 
 
 __all__ = ["GroupAccess", "KernelAnalysis", "Load", "RowAccess", "RowLoads", "cat_boundaries", "cone_ops", "global_loads", "walk_reads",
-           "group_access", "row_access", "row_loads", "vector_values", "DROP", "FULL", "KEEP"]
+           "group_access", "row_access", "row_loads", "row_output_loads", "vector_values", "DROP", "FULL", "KEEP"]

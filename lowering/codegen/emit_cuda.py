@@ -1323,8 +1323,9 @@ class KernelEmitter:
         return self.tmp(X.COMPUTE_TYPE[dtype], f"({value} < {top} ? {value} : {X.round_expr(low, dtype)})")
 
     # -- stores -------------------------------------------------------------------------
-    def store(self, v: SSAValue, idx: Sequence[Ix]) -> None:
-        value = self.emit(v, idx)
+    def store(self, v: SSAValue, idx: Sequence[Ix], value: str | None = None) -> None:
+        """v's element at idx stored (`value`: the expression already emitted for it)."""
+        value = self.emit(v, idx) if value is None else value
         dtype = v.type.dtype  # type: ignore[union-attr]
         ptr = self.tensor_ptr(v, True)
         offset = self.offset(v, tuple(ZERO if e == BROADCAST else i for e, i in zip(v.type.shape, idx)))

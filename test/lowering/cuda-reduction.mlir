@@ -76,25 +76,33 @@ func.func @outer_sum(%x: !fuser.tensor<?x?xf32>) -> !fuser.tensor<bx?xf32> {
   func.return %s : !fuser.tensor<bx?xf32>
 }
 // CHECK-LABEL: // kernel 0 of @outer_sum: reduction
-// A column kernel (rows/columns.py): 32 rows a block on consecutive threads, threads along the
-// reduced dim walking it in staged steps, combined through shared memory; the row's thread 0 stores.
-// CHECK-NEXT:  // scheduler: reduction, thread per row, block: [[B:[0-9]+]] (32 rows x [[T:[0-9]+]] threads along them)
+// A column kernel (rows/columns.py): 4 rows a thread (the arrays allow 16-byte accesses), 8
+// threads across the rows and the rest along the reduced dim walking it in staged steps of one
+// vector load each, an accumulator a row, combined through shared memory; the row's thread 0
+// stores the 4 sums.
+// CHECK-NEXT:  // scheduler: reduction, thread per row, block: [[B:[0-9]+]], 4 rows a thread ([[C:[0-9]+]] rows x [[T:[0-9]+]] threads along them)
 // CHECK-NEXT:  extern "C" __global__ void __launch_bounds__([[B]], {{[0-9]+}}) fuser_kernel_0_reduction(
 // CHECK:       __shared__ float fuser_smem_f[[[B]]];
-// CHECK:       const int fuser_tx = threadIdx.x % 32;
-// CHECK-NEXT:  const int fuser_ty = threadIdx.x / 32;
-// CHECK-NEXT:  for (long long row0 = (long long)blockIdx.x * 32; row0 < rows; row0 += (long long)gridDim.x * 32) {
-// CHECK-NEXT:    const long long row = row0 + fuser_tx;
+// CHECK:       const int fuser_tx = threadIdx.x % [[C]];
+// CHECK-NEXT:  const int fuser_ty = threadIdx.x / [[C]];
+// CHECK-NEXT:  for (long long row0 = (long long)blockIdx.x * [[C]]; row0 < (rows / 4LL); row0 += (long long)gridDim.x * [[C]]) {
+// CHECK-NEXT:    const long long row = (row0 + fuser_tx) * 4LL;
 // CHECK-NEXT:    const bool fuser_row_ok = row < rows;
 // CHECK-NEXT:    const long long o1 = row;
-// CHECK-NEXT:    float acc0 = (float)0;
+// CHECK-NEXT:    float acc0_0 = (float)0;
+// CHECK-NEXT:    float acc0_1 = (float)0;
+// CHECK-NEXT:    float acc0_2 = (float)0;
+// CHECK-NEXT:    float acc0_3 = (float)0;
 // CHECK-NEXT:    for (long long rc = (long long)blockIdx.y * {{[0-9]+}}LL; rc < rlen; rc += (long long)gridDim.y * {{[0-9]+}}LL) {
-// CHECK:             [[PL:pl[0-9]+]][k] = fuser_ld_if(fuser_in, in{{[0-9]+}}, (r0) * st{{[0-9]+}} + (o1) * st{{[0-9]+}});
-// CHECK:             acc0 = fuser_in ? (fuser_sum(acc0, (float)v{{[0-9]+}})) : acc0;
-// CHECK:         acc0 = fuser_column_reduce<32, [[T]]>(acc0, FuserSumOp(), fuser_smem_f);
+// CHECK:             fuser_ld_vec_if<4>(fuser_in, in{{[0-9]+}}, (r0) * st{{[0-9]+}} + (o1) * st{{[0-9]+}}, [[PL:pl[0-9]+]][k]);
+// CHECK:             acc0_0 = fuser_in ? (fuser_sum(acc0_0, (float)v{{[0-9]+}})) : acc0_0;
+// CHECK:             acc0_3 = fuser_in ? (fuser_sum(acc0_3, (float)v{{[0-9]+}})) : acc0_3;
+// CHECK:         acc0_0 = fuser_column_reduce<[[C]], [[T]]>(acc0_0, FuserSumOp(), fuser_smem_f);
+// CHECK:         acc0_3 = fuser_column_reduce<[[C]], [[T]]>(acc0_3, FuserSumOp(), fuser_smem_f);
 // CHECK-NOT:     fuser_block_reduce
 // CHECK:         if (fuser_row_ok && fuser_ty == 0) {
 // CHECK-NEXT:      fuser_st(out{{[0-9]+}}, (o1) * st{{[0-9]+}}, red{{[0-9]+}});
+// CHECK-NEXT:      fuser_st(out{{[0-9]+}}, ((o1 + 1)) * st{{[0-9]+}}, red{{[0-9]+}});
 // CHECK:       FUSER_HOST_LAUNCHER(fuser_kernel_0_reduction)
 
 // -----

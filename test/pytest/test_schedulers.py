@@ -267,20 +267,22 @@ def test_row_sums(rows, cols):
 @pytest.mark.parametrize("rows,cols", [(1000, 300), (3, 7)], ids=lambda v: str(v))
 def test_outer_dim_sum(rows, cols):
     """sum over dim 0 (a column kernel, rows/columns.py): adjacent threads read adjacent columns
-    (32 a block), the block's other threads and more blocks share each column's rows, their
-    partials combined through shared memory and then by the column's last block; each element
-    is read once, each sum written once."""
+    (`vec` columns a thread, `columns` threads a block), the block's other threads and more
+    blocks share each column's rows, their partials combined through shared memory and then by
+    the column's last block; each element is read once, each sum written once."""
     x = np.random.default_rng(5).standard_normal((rows, cols)).astype(np.float32)
     kernels, outputs = run_checked(_sum_fusion([0], keepdim=True), [x], tol=(1e-4, 1e-4))
     assert len(kernels) == 1
     (k,) = kernels
     assert k.scheduler == "reduction"
-    assert "fuser_block_reduce(" not in body(k.source) and "fuser_column_reduce<32, " in body(k.source)
-    assert k.grid[0] == -(-cols // 32) and k.block[0] == 32 * k.schedule.row_threads and k.grid[1] == k.schedule.row_blocks
-    # Besides x and the sums: each block's 32 partials (f32) out and back in once, and each
-    # column of blocks' counter reset (8 bytes) by its last block.
+    s = k.schedule
+    assert "fuser_block_reduce(" not in body(k.source) and f"fuser_column_reduce<{s.columns}, " in body(k.source)
+    assert k.grid[0] == -(-cols // (s.columns * s.vec)) and k.block[0] == s.columns * s.row_threads
+    assert k.grid[1] == s.row_blocks
+    # Besides x and the sums: each block's partials (f32, one a column) out and back in once,
+    # and each column of blocks' counter reset (8 bytes) by its last block.
     split = k.grid[1] > 1
-    partials = k.grid[0] * k.grid[1] * 32 * 4 if split else 0
+    partials = k.grid[0] * k.grid[1] * s.columns * s.vec * 4 if split else 0
     assert k.bytes_loaded == x.nbytes + partials
     assert k.bytes_stored == cols * 4 + partials + (8 * k.grid[0] if split else 0)
 

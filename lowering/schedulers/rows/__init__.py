@@ -31,7 +31,7 @@ from fuser.lowering.schedulers.rows.emit import RowKernel, accumulator, result_r
 from fuser.lowering.schedulers.rows.heuristic import (SCORED_ROWS_PER_SM, SHARED_SPARE, column_grid, column_schedule,
                                                      plan_row_schedule, ranked)
 from fuser.lowering.schedulers.rows.problem import (SPLIT_BLOCK, SPLIT_BLOCKS_PER_SM, SPLIT_ELEMENTS_PER_THREAD, SPLIT_UNROLL,
-                                                     RowProblem,
+                                                     RowProblem, column_vector_width,
                                                    estimated_resources, row_problem, row_vector_width, traffic)
 from fuser.lowering.schedulers.rows.schedule import RowSchedule
 from fuser.lowering.schedulers.rows.storage import SharedRowStorage, row_storage
@@ -89,7 +89,8 @@ class RowScheduler(SchedulerUnit):
             if plan.grid_reductions or online_softmax_pairs(reductions) or welford_pairs(reductions, set()):
                 # One thread a row walks it alone: its grid totals, one pass for a merged pair.
                 return RowSchedule(SERIAL_COLUMN_BLOCK, block_per_row=False)
-            return column_schedule(plan, planned_problem(plan, row_problem(plan, shape), device), device,
+            vec = column_vector_width(plan, shape, arrays, output_layout)
+            return column_schedule(plan, planned_problem(plan, row_problem(plan, shape, vec), device), device,
                                    splittable=not self.normalization)
         vec = row_vector_width(plan, shape, arrays, output_layout)
         if reduced and len(reduced) == rank and not self.normalization:
@@ -113,9 +114,11 @@ class RowScheduler(SchedulerUnit):
         lanes = schedule.row_lanes
         if lanes & (lanes - 1) or schedule.block % lanes or (schedule.rows_per_block > 1 and lanes > 32):
             refuse("lanes per row must be a power of two dividing the block, at most 32 when rows share a block")
-        if schedule.vec > 1 and (schedule.vec & (schedule.vec - 1)
-                                 or row_vector_width(plan, shape, arrays, output_layout) % schedule.vec):
-            refuse(f"the arrays allow vectors of {row_vector_width(plan, shape, arrays, output_layout)} elements")
+        widest = (row_vector_width if natural.block_per_row else column_vector_width)(plan, shape, arrays, output_layout)
+        if schedule.vec > 1 and (schedule.vec & (schedule.vec - 1) or widest % schedule.vec):
+            refuse(f"the arrays allow vectors of {widest} elements")
+        if schedule.vec > 1 and not schedule.block_per_row and schedule.merged:
+            refuse("a thread walking its row alone (row_threads and row_blocks 1) takes one row")
         if schedule.unroll < 1 or schedule.iters < 0:
             refuse("unroll must be at least 1 and iters not negative")
         threads = schedule.row_threads

@@ -25,7 +25,7 @@ from the combine; such kernels keep row_blocks == 1.
 from __future__ import annotations
 
 from fuser.lowering.codegen.emit_cuda import KernelEmitter
-from fuser.lowering.codegen.index import ZERO
+from fuser.lowering.codegen.index import ZERO, vector_lane
 from fuser.lowering.codegen.kernel import DROP, FULL, KEEP
 from fuser.lowering.schedulers.grid import FUNCTOR, LAST_BLOCK, SMEM_NAME, WIDE_SLOTS, Accumulator
 from fuser.lowering.schedulers.rows.schedule import RowSchedule
@@ -64,8 +64,13 @@ class ColumnKernel:
         self.columns = self.schedule.columns
         self.threads = self.schedule.row_threads
         self.split = self.schedule.row_blocks > 1
+        self.vec = self.schedule.vec
         self.grid_combined = False
         self.o: dict = {}
+        self.lanes: list = []
+        """vec > 1: the kept innermost dim's index of each of the thread's rows (vector lanes)."""
+        self.results: dict = {}
+        """Each reduction's result register, a lane at a time."""
 
     @property
     def smem_words(self) -> int:
@@ -83,19 +88,43 @@ class ColumnKernel:
         em.open_staged_loop("k", s.unroll, f"for (int k = 0; k < {s.unroll}; ++k)")
         em.line(f"const long long rl = rc + (long long)k * {self.threads} + {TY};")
         self.r = em.unravel(self.domain, self.reduced, "rl", "r")
+        if self.vec > 1:
+            em.use_vector_lanes(self.lanes)
         em.guard_staged(self.in_row("rl"))
 
     def close_loop(self) -> None:
         self.em.close_staged()
         self.em.close()
+        self.em.end_vector_lanes()
 
-    def idx(self) -> list:
-        return [self.o[d] if d in self.o else self.r[d] for d in range(self.rank)]
+    def lane_o(self, j: int) -> dict:
+        """The kept dims' indices of the thread's j-th row."""
+        if self.vec == 1:
+            return self.o
+        return {**self.o, self.rank - 1: self.lanes[j]}
 
-    def row_idx(self, v) -> list:
+    def idx(self, j: int = 0) -> list:
+        o = self.lane_o(j)
+        return [o[d] if d in o else self.r[d] for d in range(self.rank)]
+
+    def lane(self, j: int) -> None:
+        """The reductions' results are the j-th row's from here (each lane its own registers)."""
+        for red, names in self.results.items():
+            self.em.define_result(red.result, names[j])
+
+    def row_idx(self, v, j: int = 0) -> list:
+        o = self.lane_o(j)
         if self.em.plan.forms.get(v, DROP if v.type.rank == len(self.kept) else KEEP) == KEEP:
-            return [self.o.get(d, ZERO) for d in range(self.rank)]
-        return [self.o[d] for d in self.kept]
+            return [o.get(d, ZERO) for d in range(self.rank)]
+        return [o[d] for d in self.kept]
+
+    def register(self, red, names: list[str]) -> None:
+        """The reduction's result for the rest of the row, a register a lane (rounded to its dtype)."""
+        lanes = []
+        for name in names:
+            self.result_register(red, name)
+            lanes.append(self.em.red_regs[red.result])
+        self.results[red] = lanes
 
     # -- the kernel ----------------------------------------------------------------------
     def emit(self) -> None:
@@ -105,27 +134,39 @@ class ColumnKernel:
         em.line(f"const int {TX} = threadIdx.x % {self.columns};")
         em.line(f"const int {TY} = threadIdx.x / {self.columns};")
         # Block-uniform: every thread of a block runs as many iterations (the combine's barriers).
-        em.open(f"for (long long row0 = (long long)blockIdx.x * {self.columns}; row0 < rows; "
+        # With vec, `row0` counts groups of vec rows (the kept innermost extent divides by vec).
+        groups = "rows" if self.vec == 1 else f"(rows / {self.vec}LL)"
+        em.open(f"for (long long row0 = (long long)blockIdx.x * {self.columns}; row0 < {groups}; "
                 f"row0 += (long long)gridDim.x * {self.columns})")
-        em.line(f"const long long row = row0 + {TX};")
+        em.line(f"const long long row = row0 + {TX};" if self.vec == 1 else
+                f"const long long row = (row0 + {TX}) * {self.vec}LL;")
         em.line(f"const bool {ROW_OK} = row < rows;")
         self.o = em.unravel(self.domain, self.kept, "row", "o")
+        if self.vec > 1:
+            last = self.rank - 1
+            base = self.o[last].text
+            self.lanes = [vector_lane(last, j, base if j == 0 else f"({base} + {j})") for j in range(self.vec)]
         em.hoist_here(allowed=set(self.kept), guard=ROW_OK)
         accs = []
         for phase, red in enumerate(plan.row_reductions):
-            acc = self.accumulator(f"acc{phase}", red)
-            em.line(f"{acc.ctype} {acc.name} = {acc.identity};")
+            lane_accs = [self.accumulator(f"acc{phase}" if self.vec == 1 else f"acc{phase}_{j}", red)
+                         for j in range(self.vec)]
+            for acc in lane_accs:
+                em.line(f"{acc.ctype} {acc.name} = {acc.identity};")
             self.open_loop()
-            em.accumulate(acc.name, acc.combined(em.emit(red.input, self.idx())))
+            for j, acc in enumerate(lane_accs):  # lane 0 first: its load is the vector's
+                self.lane(j)
+                em.accumulate(acc.name, acc.combined(em.emit(red.input, self.idx(j))))
             self.close_loop()
             if self.threads > 1:
                 em.require_sync()
-                self.smem_types.add(acc.ctype)
-                em.line(f"{acc.name} = fuser_column_reduce<{self.columns}, {self.threads}>({acc.name}, "
-                        f"{FUNCTOR[acc.kind]}(), {SMEM_NAME[acc.ctype]});")
+                for acc in lane_accs:
+                    self.smem_types.add(acc.ctype)
+                    em.line(f"{acc.name} = fuser_column_reduce<{self.columns}, {self.threads}>({acc.name}, "
+                            f"{FUNCTOR[acc.kind]}(), {SMEM_NAME[acc.ctype]});")
             if not self.split:
-                self.result_register(red, acc.name)
-            accs.append((red, acc))
+                self.register(red, [acc.name for acc in lane_accs])
+            accs += [(red, acc) for acc in lane_accs]
         self.store_full()  # (split: no value stored on the rows reads a reduction)
         if self.split:
             self.combine_blocks(accs)
@@ -139,6 +180,7 @@ class ColumnKernel:
         full = [v for v in plan.outputs if plan.forms.get(v) == FULL]
         if not full:
             return
+        assert self.vec == 1, "column_vector_width: no vectors with outputs along the rows"
         self.open_loop()
         for v in full:
             em.store(v, self.idx())
@@ -153,8 +195,18 @@ class ColumnKernel:
             return
         em.stop_hoisting()
         em.open(f"if ({ROW_OK} && {TY} == 0)" if self.threads > 1 and by_first_thread else f"if ({ROW_OK})")
-        for v in rows:
-            em.store(v, self.row_idx(v))
+        # Lane 0 first: its loads are the vectors every lane reads (column_vector_width checked
+        # them); every lane's values before any store, the stores a lane at a time.
+        values = {}
+        if self.vec > 1:
+            em.use_vector_lanes(self.lanes)
+        for j in range(self.vec):
+            self.lane(j)
+            for v in rows:
+                values[j, v] = em.emit(v, self.row_idx(v, j))
+        em.end_vector_lanes()
+        for (j, v), value in values.items():
+            em.store(v, self.row_idx(v, j), value)
         em.close()
 
     def combine_blocks(self, accs: list[tuple[object, Accumulator]]) -> None:
@@ -194,12 +246,15 @@ class ColumnKernel:
         em.close()
         if self.threads > 1:
             em.open(f"if ({TY} == 0)")  # a row's partials are combined by its thread ty == 0
+        lanes: dict = {}  # each reduction's accumulators, a lane each (a slot each)
         for (red, acc), part in zip(accs, parts):
             em.line(f"{acc.name} = {acc.identity};")
             em.open("for (long long b = 0; b < gridDim.y; ++b)")
             em.line(acc.combine(f"fuser_ld({part}, (b * gridDim.x + blockIdx.x) * {self.columns} + {TX})"))
             em.close()
-            self.result_register(red, acc.name)
+            lanes.setdefault(red, []).append(acc.name)
+        for red, names in lanes.items():
+            self.register(red, names)
         self.store_row_outputs(by_first_thread=False)
         if self.threads > 1:
             em.close()

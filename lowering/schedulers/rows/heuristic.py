@@ -90,6 +90,11 @@ COLUMN_ROWS = 32
 """Rows of a column kernel's block at most: a warp's loads of one element are one contiguous access."""
 COLUMN_THREADS = (1, 2, 4, 8, 16, 32)
 """Threads along the reduced dims a column kernel's block may have."""
+COLUMN_MORE_THREADS = (64, 128)
+"""Threads along the reduced dims of a block of vectors of rows as wide as a line."""
+COLUMN_LINE_BYTES = 128
+"""A warp's row of loads: the block of a vectorised column kernel may be as narrow (8 threads of
+16 bytes), its other threads along the reduced dims."""
 COLUMN_UNROLLS = (1, 2, 4, 8)
 COLUMN_MAX_STAGED = 64
 """Bytes a column kernel's thread stages per step at most (`unroll` x a phase's bytes an
@@ -105,19 +110,36 @@ last block's combine are paid once per block)."""
 
 
 def column_candidates(problem: RowProblem, device: DeviceSpec, splittable: bool):
-    rows, row_len = max(1, problem.rows), max(1, problem.row_len)
-    columns = min(COLUMN_ROWS, 1 << (rows - 1).bit_length())
+    """Column schedules of `vec` rows a thread (the widest the call's arrays allow, and one)."""
+    for vec in sorted({problem.vec, 1}, reverse=True):
+        yield from _column_candidates(problem, device, splittable, vec)
+
+
+def _column_candidates(problem: RowProblem, device: DeviceSpec, splittable: bool, vec: int):
+    rows, row_len = max(1, math.ceil(problem.rows / vec)), max(1, problem.row_len)  # rows: of `vec` rows each
+    widest = min(COLUMN_ROWS, 1 << (rows - 1).bit_length())
+    # With vectors, also a block as wide in bytes as a line (8 threads of 16 bytes): as many
+    # blocks across the rows as a row a thread has, more threads along them.
+    line = min(widest, max(1, COLUMN_LINE_BYTES // (vec * problem.element_bytes))) if vec > 1 else widest
+    for columns in sorted({widest, line}, reverse=True):
+        yield from _column_widths(problem, device, splittable, vec, rows, row_len, columns)
+
+
+def _column_widths(problem: RowProblem, device: DeviceSpec, splittable: bool, vec: int, rows: int, row_len: int,
+                   columns: int):
     blocks_x = math.ceil(rows / columns)
-    for threads in COLUMN_THREADS:
+    for threads in COLUMN_THREADS + (COLUMN_MORE_THREADS if vec > 1 else ()):
         if columns * threads > device.max_threads_per_block or (threads > 1 and columns * threads < 32):
             continue
         for unroll in COLUMN_UNROLLS:
             if threads * unroll > 2 * row_len and (threads, unroll) != (1, 1):
                 continue
-            if unroll > 1 and unroll * max(problem.phase_bytes) > COLUMN_MAX_STAGED:
+            if unroll > 1 and unroll * vec * max(problem.phase_bytes) > COLUMN_MAX_STAGED:
                 continue
-            base = RowSchedule(columns * threads, False, unroll=unroll, row_threads=threads)
-            yield base
+            base = RowSchedule(columns * threads, False, vec=vec, unroll=unroll, row_threads=threads)
+            # (a thread walking its row alone, no blocks along it, is rows/emit.py's: a row a thread)
+            yield base if threads > 1 or vec == 1 else dataclasses.replace(
+                base, vec=1, block=min(COLUMN_ROWS, 1 << (max(1, problem.rows) - 1).bit_length()))
             if not splittable or blocks_x > MAX_GRID_X_UNSTRIDED:
                 continue
             most = min(MAX_GRID_Y, row_len // (threads * unroll * COLUMN_MIN_STEPS))
@@ -132,7 +154,8 @@ def column_schedule(plan, problem: RowProblem, device: DeviceSpec, splittable: b
     the row count of a block up to a warp (consecutive threads on consecutive rows), threads
     along the reduced dims, steps of `unroll` elements and, where nothing in the kernel reads
     the results (`splittable`), blocks along the reduced dims, scored by the model as planned
-    (`DeviceSpec.planning`); near-ties go to fewer blocks along the rows, then fewer threads."""
+    (`DeviceSpec.planning`); near-ties go to more rows a thread (16-byte accesses), then fewer
+    blocks along the rows, then fewer threads."""
     planning = device.planning()
     scored = []
     for schedule in column_candidates(problem, device, splittable):
@@ -147,12 +170,14 @@ def column_schedule(plan, problem: RowProblem, device: DeviceSpec, splittable: b
         scored = [entry for entry in scored if entry[1]]
     best = min(seconds for seconds, _, _ in scored)
     near = [sch for seconds, _, sch in scored if seconds <= best * (1 + TIE)]
-    chosen = min(near, key=lambda sch: (sch.row_blocks, sch.row_threads, -sch.unroll))
+    # (wider accesses first: a quarter of the load instructions and address registers for the
+    # same bytes, which the model does not see)
+    chosen = min(near, key=lambda sch: (-sch.vec, sch.row_blocks, sch.row_threads, -sch.unroll))
     return dataclasses.replace(chosen, min_blocks=launch_bound_blocks(plan, problem, chosen, device))
 
 
 def column_grid(rows: int, schedule: RowSchedule) -> tuple[int, int, int]:
-    blocks = math.ceil(rows / schedule.columns)
+    blocks = math.ceil(rows / (schedule.columns * schedule.vec))
     if schedule.row_blocks > 1:
         return blocks, schedule.row_blocks, 1
     return max(1, min(blocks, MAX_GRID_X_UNSTRIDED)), 1, 1

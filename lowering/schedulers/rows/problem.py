@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 
 from fuser_dialect.types import numpy_dtype
+from fuser.lowering.codegen.analysis import row_output_loads, vector_values
 from fuser.lowering.codegen.index import depends_only_on, within_dims
 from fuser.lowering.codegen.kernel import FULL, KernelPlan
 from fuser.lowering.device import DeviceSpec
@@ -98,6 +99,27 @@ def row_vector_width(plan: KernelPlan, shape: tuple[int, ...], arrays: dict | No
                         alignment=loads.vector_alignment)
 
 
+def column_vector_width(plan: KernelPlan, shape: tuple[int, ...], arrays: dict | None, output_layout: dict) -> int:
+    """A thread per row (the innermost dim kept): how many consecutive rows a thread takes, one
+    access of each load along the innermost dim for all of them (1: a row a thread). Needs every
+    load that reads the innermost dim to read it as its innermost index, arrays that allow the
+    access, and no output along the rows (FULL: its stores would be a lane's each); the row
+    outputs are stored a lane at a time."""
+    loads = plan.analysis.row_loads
+    rank = len(shape)
+    if loads.vector_values is None or arrays is None or not rank or (rank - 1) in plan.reduced_dims:
+        return 1
+    if not loads.vector_values or any(plan.forms.get(v) == FULL for v in plan.outputs):
+        return 1
+    # The row outputs' loads are vector accesses too (every lane's, before any lane's stores).
+    outputs = vector_values(row_output_loads(plan), rank - 1)
+    if outputs is None:
+        return 1
+    values = tuple(dict.fromkeys((*loads.vector_values, *outputs[0])))
+    return vector_width(values, [], shape[-1], arrays, output_layout, narrowest_bytes=4,
+                        alignment=math.gcd(loads.vector_alignment, outputs[1]))
+
+
 def row_problem(plan: KernelPlan, shape: tuple[int, ...], vec: int = 1) -> RowProblem:
     reduced = set(plan.reduced_dims)
     rank = len(shape)
@@ -161,8 +183,8 @@ def in_flight_per_thread(problem: RowProblem, schedule: RowSchedule) -> int:
     share of the row when persistent in registers; 4 at a time into shared memory)."""
     if schedule.split:
         return (problem.phase_bytes[0] or 4) * schedule.vec * schedule.unroll
-    if not schedule.block_per_row:  # a thread per row: `unroll` elements a step
-        return (problem.phase_bytes[0] or 4) * schedule.unroll
+    if not schedule.block_per_row:  # a thread per row: `unroll` elements a step, of `vec` rows
+        return (problem.phase_bytes[0] or 4) * schedule.unroll * schedule.vec
     per_vector = problem.phase_bytes[0] * schedule.vec
     if schedule.persistent and schedule.keep == "prefetch":
         per_vector += problem.prefetch_bytes * schedule.vec
@@ -177,7 +199,7 @@ def estimated_resources(plan: KernelPlan, problem: RowProblem, schedule: RowSche
     value the row streams (fitted to ptxas's reports on 328 candidate schedules of the
     benchmark kernels: docs/benchmarks.md#register-estimate)."""
     registers = BASE_REGISTERS + in_flight_per_thread(problem, schedule) // 4
-    registers += schedule.vec * problem.values if schedule.block_per_row else problem.values
+    registers += schedule.vec * problem.values
     if schedule.block_per_row and not schedule.persistent:
         # Each further vector of an unrolled step keeps its values live too (about half of them).
         registers += (schedule.unroll - 1) * schedule.vec * problem.values // 2
@@ -211,8 +233,8 @@ def traffic(problem: RowProblem, schedule: RowSchedule, device: DeviceSpec, ctas
         dram += round((1 - hit) * problem.rows * problem.row_len * sum(problem.reread_bytes[1:]))
     if not schedule.block_per_row and schedule.row_blocks > 1:
         # Each block's partials out and back in (8 bytes a row a phase at most).
-        blocks_x = math.ceil(problem.rows / schedule.columns)
-        dram += 2 * 8 * schedule.columns * blocks_x * schedule.row_blocks * problem.phases
+        blocks_x = math.ceil(problem.rows / (schedule.columns * schedule.vec))
+        dram += 2 * 8 * schedule.columns * schedule.vec * blocks_x * schedule.row_blocks * problem.phases
     trips, barriers = dependent_waits(problem, schedule, device)
     return Traffic(dram, in_flight_per_thread(problem, schedule), problem.element_bytes * schedule.vec, least,
                    trips, barriers)
@@ -229,7 +251,7 @@ def dependent_waits(problem: RowProblem, schedule: RowSchedule, device: DeviceSp
     if not schedule.block_per_row:
         # A thread per row: each phase's steps of `unroll` elements, then the combine across the
         # row's threads, for every tile of rows a block walks.
-        tiles = math.ceil(problem.rows / (schedule.columns * MAX_GRID)) if schedule.row_blocks == 1 else 1
+        tiles = math.ceil(problem.rows / (schedule.columns * schedule.vec * MAX_GRID)) if schedule.row_blocks == 1 else 1
         steps = math.ceil(problem.row_len / (schedule.row_threads * schedule.row_blocks * schedule.unroll))
         combines = problem.phases * (1 if schedule.row_threads > 1 else 0) + (1 if schedule.row_blocks > 1 else 0)
         return tiles * problem.phases * max(1, steps), tiles * combines
@@ -247,6 +269,6 @@ def grid_blocks(problem: RowProblem, schedule: RowSchedule, max_grid: int = MAX_
     return max(1, min(math.ceil(problem.rows / schedule.rows_per_block), max_grid))
 
 
-__all__ = ["RowProblem", "estimated_resources", "grid_blocks", "in_flight_per_thread", "minimum_bytes",
+__all__ = ["RowProblem", "column_vector_width", "estimated_resources", "grid_blocks", "in_flight_per_thread", "minimum_bytes",
            "row_problem", "row_vector_width", "traffic"]
 

@@ -18,7 +18,9 @@ load of a warp is one contiguous access), `row_threads` threads of a block along
 dims and, without normalization, `row_blocks` blocks (gridDim.y) along them; each thread
 walks its share in steps of `unroll` elements, all loaded before any is used; the block's
 threads of a row combine through shared memory, and the last of a row's blocks combines their
-partials (lowering/schedulers/rows/columns.py).
+partials (lowering/schedulers/rows/columns.py). `vec` > 1: each thread takes that many
+consecutive rows, one 16-byte access for all of them (nvFuser's vectorised outer reduction).
+
 Everything reduced, no normalization: `split` the one row over the grid.
 """
 
@@ -92,6 +94,8 @@ class RowSchedule:
             return f"one row split over the grid, block: {self.block}, vec: {self.vec}, unroll: {self.unroll}"
         if not self.block_per_row:
             text = f"thread per row, block: {self.block}"
+            if self.vec > 1:
+                text += f", {self.vec} rows a thread"
             if self.row_threads > 1:
                 text += f" ({self.columns} rows x {self.row_threads} threads along them)"
             if self.row_blocks > 1:
