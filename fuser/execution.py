@@ -68,7 +68,7 @@ class FusionDefinition(Inspection, FusionBuilder):
 
     def execute(self, inputs: Sequence[object], backend: str | None = None, _disable_options: Sequence[str] = (),
                 *, device=None, profile: bool = False, _enable_options: Sequence[str] = (), print_repro: bool = False,
-                autotune: bool | None = None):
+                autotune: bool | str | None = None):
         """Runs the fusion and returns its outputs as a list.
 
         backend: "reference" runs the numpy interpreter; "cpu" runs the generated CUDA C
@@ -86,7 +86,7 @@ class FusionDefinition(Inspection, FusionBuilder):
         autotune: on a call whose heuristic schedules are new (a new extents bucket, a new GPU),
         time the schedulers' alternatives on these inputs and keep the fastest, stored in the
         disk cache for later calls and processes (lowering/execution/autotune.py); values never
-        change. None: the FUSER_AUTOTUNE setting (default off). `last_kernels()[i].tuning` says
+        change. "sass": rank them by the performance model on their SASS instead (no GPU). None: the FUSER_AUTOTUNE setting (default off). `last_kernels()[i].tuning` says
         what tuning found.
         _enable_options / _disable_options: nvFuser's NVFUSER_ENABLE / NVFUSER_DISABLE for this
         call, e.g. _disable_options=["concretize_resize_extents"] (also env FUSER_DISABLE); an
@@ -111,7 +111,7 @@ class FusionDefinition(Inspection, FusionBuilder):
         return self._execute(inputs, backend, _disable_options, device, autotune=autotune)
 
     def _execute(self, inputs, backend, _disable_options, device, chosen_out: list | None = None,
-                 autotune: bool | None = None) -> list:
+                 autotune: bool | str | None = None) -> list:
         torch_outputs = False
         if device is not None or self._without_tensor_inputs():
             backend, torch_outputs = self._placement(device, backend)

@@ -21,7 +21,7 @@ which may not import the lowering; the snapshot only holds its text.)
 | FUSER_DISABLE | comma-separated disable options: concretize_resize_extents, kernel_index_checks, fused_linear_cross_entropy, native_launcher | none |
 | FUSER_LOG | comma-separated log channels: recompile, torch | none |
 | FUSER_GPU_PROFILE | the GPU the cpu backend schedules its kernels for: h100 or h200 (lowering/device.py) | h100 |
-| FUSER_AUTOTUNE | 1: a fusion's first call at new schedules times alternatives, keeps the fastest (0 or 1) | 0 |
+| FUSER_AUTOTUNE | 1: a fusion's first call at new schedules times alternatives, keeps the fastest; sass: ranks them by the performance model on their SASS (0, 1 or sass) | 0 |
 | CUDA_HOME, CUDA_PATH | CUDA toolkit folders searched for nvcc and headers | /usr/local/cuda |
 """
 
@@ -121,10 +121,17 @@ def racecheck() -> bool:
     return _switch("FUSER_RACECHECK", "reports data races between the threads of a block of cpu kernels")
 
 
-def autotune() -> bool:
-    """FUSER_AUTOTUNE: a fusion's first call at new heuristic schedules times alternatives and
-    keeps the fastest (lowering/execution/autotune.py) unless `execute(autotune=False)`."""
-    return _switch("FUSER_AUTOTUNE", "autotunes each fusion's kernels on its first call")
+def autotune() -> bool | str:
+    """FUSER_AUTOTUNE: a fusion's first call at new heuristic schedules compares alternatives and
+    keeps the fastest (lowering/execution/autotune.py) unless `execute(autotune=False)`: 1 times
+    them on the device, `sass` ranks them by the performance model on their SASS (no GPU needed)."""
+    value = os.environ.get("FUSER_AUTOTUNE")
+    if value is None:
+        return False
+    if value.strip() not in ("0", "1", "sass"):
+        raise SettingError(f"FUSER_AUTOTUNE={value!r}: expected 0, 1 or sass (1 times each fusion's alternative "
+                           f"schedules on its first call, sass ranks them by the performance model on their SASS)")
+    return "sass" if value.strip() == "sass" else value.strip() == "1"
 
 
 def memcheck() -> bool:
@@ -193,8 +200,9 @@ class LaunchSettings(NamedTuple):
     disable: str
     """FUSER_DISABLE's raw text (parsed by passes.concretize)."""
     racecheck: bool = False
-    autotune: bool = False
-    """FUSER_AUTOTUNE: executions autotune unless told (lowering/execution/autotune.py)."""
+    autotune: bool | str = False
+    """FUSER_AUTOTUNE: executions autotune unless told (lowering/execution/autotune.py): True
+    (timed) or "sass"."""
 
 
 _snapshot: LaunchSettings | None = None

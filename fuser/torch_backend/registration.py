@@ -21,6 +21,7 @@ import torch
 from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
 from torch._dynamo.backends.common import aot_autograd
 
+from fuser.lowering.execution.autotune import autotune_mode
 from fuser.torch_backend import cudagraphs
 from fuser.torch_backend.decompositions import fuser_decompositions
 from fuser.torch_backend.linear_cross_entropy import fuse_linear_cross_entropy, fused_linear_cross_entropy_enabled
@@ -90,9 +91,10 @@ def _graph_compiler(kind: str, reports: list[GraphReport] | None, execute_option
     return compile_graph
 
 
-BACKEND_OPTIONS = {"autotune": bool, "cudagraphs": bool}
+BACKEND_OPTIONS = {"autotune": (bool, str), "cudagraphs": (bool,)}
 """`torch.compile(..., backend="fuser", options={...})`: each option and the type it takes.
-autotune: every region's kernels autotune on their first call (lowering/execution/autotune.py).
+autotune: every region's kernels autotune on their first call (lowering/execution/autotune.py):
+True timed on the GPU, "sass" ranked by the performance model on their SASS.
 cudagraphs: each compiled graph on a GPU is recorded and replayed as a CUDA graph (cudagraphs.py)."""
 
 EXECUTE_OPTIONS = frozenset({"autotune"})
@@ -112,9 +114,15 @@ def backend_options(options: dict | None) -> dict:
         if name not in BACKEND_OPTIONS:
             raise ValueError(f"torch.compile(backend='fuser'): unknown option {name!r}; fuser takes "
                              f"{', '.join(sorted(BACKEND_OPTIONS))}")
-        if not isinstance(value, BACKEND_OPTIONS[name]):
+        types = BACKEND_OPTIONS[name]
+        if not isinstance(value, types):
             raise ValueError(f"torch.compile(backend='fuser'): option {name!r} takes a "
-                             f"{BACKEND_OPTIONS[name].__name__}, got {value!r}")
+                             f"{' or '.join(t.__name__ for t in types)}, got {value!r}")
+        if name == "autotune":
+            try:
+                autotune_mode(value)
+            except ValueError as e:
+                raise ValueError(f"torch.compile(backend='fuser'): option 'autotune': {e}") from None
     return options
 
 

@@ -42,10 +42,12 @@ class RegionStats:
 
 def tuning_line(index: int, tuning) -> str:
     """One kernel's autotuning result as explain() prints it."""
-    source = ", stored choice" if tuning.from_cache else f", {tuning.candidates} candidate(s) timed"
+    sass = getattr(tuning, "by", "time") == "sass"
+    compared = "ranked by their SASS" if sass else "timed"
+    source = ", stored choice" if tuning.from_cache else f", {tuning.candidates} candidate(s) {compared}"
     if tuning.chosen == tuning.heuristic:
         return f"kernel {index}: the heuristic's schedule kept ({tuning.heuristic}{source})"
-    gain = f" x{tuning.speedup:.2f} faster" if tuning.speedup else ""
+    gain = f" x{tuning.speedup:.2f} {'predicted ' if sass else ''}faster" if tuning.speedup else ""
     return f"kernel {index}: tuned to {tuning.chosen}{gain} (heuristic: {tuning.heuristic}{source})"
 
 

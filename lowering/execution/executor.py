@@ -25,7 +25,7 @@ from fuser_dialect.fusion import the_fusion
 from fuser_dialect.inputs import check_inputs
 from fuser.lowering import settings
 from fuser.lowering.backends import Backend
-from fuser.lowering.execution.autotune import Autotuner
+from fuser.lowering.execution.autotune import Autotuner, autotune_mode
 from fuser.lowering.execution.cache import CacheInfo, FusionCache
 from fuser.lowering.execution.cache_key import make_key
 from fuser.lowering.gc_pause import paused_gc
@@ -64,11 +64,11 @@ class FusionExecutor:
         self._overrides_key: tuple = ()
 
     def execute(self, inputs: Sequence[object], backend: Backend, disable: Sequence[str] = (),
-                torch_outputs: bool = False, autotune: bool | None = None):
+                torch_outputs: bool = False, autotune: bool | str | None = None):
         """torch_outputs: a fusion without tensor inputs hands back torch tensors (on the cuda
-        backend, allocated by torch on the GPU). autotune: time alternative schedules on this
-        call if its heuristic schedules are new (lowering/execution/autotune.py); None:
-        FUSER_AUTOTUNE."""
+        backend, allocated by torch on the GPU). autotune: compare alternative schedules on this
+        call if its heuristic schedules are new (True or "time": timed; "sass": by the
+        performance model on their SASS; lowering/execution/autotune.py); None: FUSER_AUTOTUNE."""
         if not backend.compiles:
             outputs = backend.run(self.fusion, inputs)
             self._local.last = None
@@ -107,9 +107,9 @@ class FusionExecutor:
             self._overrides_key = tuple(sorted(self.schedule_overrides.items(), key=lambda item: item[0]))
 
     def _execute(self, inputs: Sequence[object], backend: Backend, disable: Sequence[str], torch_outputs: bool,
-                 autotune: bool | None = None):
+                 autotune: bool | str | None = None):
         snapshot = settings.launch_settings()
-        tuned = snapshot.autotune if autotune is None else autotune
+        tuned = autotune_mode(snapshot.autotune if autotune is None else autotune)
         signature = self.signature(inputs)
         if signature is not None:
             # The forced schedules are part of a launch plan's key: a plan holds its kernels.
@@ -166,9 +166,9 @@ class FusionExecutor:
         return index_checks, key, compiled, extents, kernels
 
     def _execute_full(self, inputs, backend, disable, snapshot, plan_key, signature, torch_outputs=False,
-                      autotune: bool = False):
+                      autotune: str = ""):
         checked = check_inputs(self.fusion, inputs)
-        tuning = self._autotune(inputs, checked, backend, disable, torch_outputs) if autotune else None
+        tuning = self._autotune(inputs, checked, backend, disable, torch_outputs, autotune) if autotune else None
         index_checks, key, compiled, extents, kernels = self._compile(
             checked, backend, disable, tuned=tuning.overrides if tuning is not None else None)
         memory = backend.allocator(inputs, torch_outputs)
@@ -189,7 +189,7 @@ class FusionExecutor:
                 self._plans[plan_key] = plan
         return outputs
 
-    def _autotune(self, inputs, checked, backend, disable, torch_outputs):
+    def _autotune(self, inputs, checked, backend, disable, torch_outputs, mode: str = "time"):
         """The schedules autotuning picks for this call (computed on the first call whose
         heuristic schedules are new; lowering/execution/autotune.py), or None when a tuning run
         fails as the call itself will (the call then raises it)."""
@@ -201,14 +201,14 @@ class FusionExecutor:
             memory = backend.allocator(inputs, torch_outputs)
             if compiled.launch_facts.has_index_ops:
                 memory.before_call(compiled.index_records)
-            outputs, _, _ = Launcher(compiled, kernels, extents, checked, memory).run(backend)
-            return outputs
+            outputs, records, _ = Launcher(compiled, kernels, extents, checked, memory).run(backend)
+            return outputs, records
 
         with self._lock:
             if self._tuner is None:
                 self._tuner = Autotuner(str(self.module))
         try:
-            return self._tuner.tune(compiled, extents, checked, backend, key, dict(self.schedule_overrides), run)
+            return self._tuner.tune(compiled, extents, checked, backend, key, dict(self.schedule_overrides), run, mode)
         except Exception as e:  # the heuristic's own run failed: the call reports it, not tuning
             log.info("autotune: not tuned (%s: %s)", type(e).__name__, str(e).splitlines()[0] if str(e) else "")
             return None

@@ -157,7 +157,7 @@ def test_the_setting_turns_it_on(cache, monkeypatch):
         monkeypatch.delenv("FUSER_AUTOTUNE")
         settings.reload()
     monkeypatch.setenv("FUSER_AUTOTUNE", "yes")
-    with pytest.raises(settings.SettingError, match="FUSER_AUTOTUNE='yes': expected 0 or 1"):
+    with pytest.raises(settings.SettingError, match="FUSER_AUTOTUNE='yes': expected 0, 1 or sass"):
         settings.reload()
     monkeypatch.delenv("FUSER_AUTOTUNE")
     settings.reload()
@@ -177,8 +177,11 @@ def test_torch_compile_takes_the_autotune_option(cache):
     with pytest.raises(Exception, match="unknown option 'autotuning'"):
         torch.compile(fn, backend="fuser", options={"autotuning": True})(x)
     torch._dynamo.reset()
-    with pytest.raises(Exception, match="option 'autotune' takes a bool, got 'yes'"):
+    with pytest.raises(Exception, match="option 'autotune': autotune='yes': expected True, False, 'time'"):
         torch.compile(fn, backend="fuser", options={"autotune": "yes"})(x)
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="option 'autotune' takes a bool or str, got 2"):
+        torch.compile(fn, backend="fuser", options={"autotune": 2})(x)
     torch._dynamo.reset()
     with pytest.raises(Exception, match="mode 'fastest' is not supported"):
         torch.compile(fn, backend="fuser", mode="fastest")(x)
@@ -205,6 +208,60 @@ def _gpu_ready() -> tuple[bool, str]:
     from fuser.lowering.backends import gpu_runtime
 
     return gpu_runtime.gpu_available()
+
+
+def _sass_missing() -> str:
+    return autotune._sass_tools_missing()
+
+
+@pytest.mark.skipif(bool(_sass_missing()), reason=f"autotune='sass' needs {_sass_missing() or 'its tools'}")
+def test_sass_mode_ranks_by_the_model_on_the_sass_keeps_values_and_stores_it(cache, monkeypatch):
+    """No GPU: each candidate compiled for the profile's GPU, predicted from its SASS, the
+    fastest prediction kept; it runs once on the inputs (values checked); the choice is stored
+    under its own key (a timed entry is another) and reused without ranking again."""
+    monkeypatch.setenv("FUSER_GPU_PROFILE", "h100")
+    x = np.random.default_rng(3).standard_normal((256, 4096)).astype(np.float32)
+    fd = softmax()
+    (y,) = fd.execute([x], backend="cpu", autotune="sass")
+    np.testing.assert_allclose(y, _expected(x), rtol=1e-5, atol=1e-6)
+    (record,) = fd.last_kernels()
+    tuning = record.tuning
+    assert tuning.by == "sass" and tuning.candidates >= 1 and not tuning.from_cache
+    assert tuning.chosen == record.schedule.describe()
+    assert tuning.chosen_s <= tuning.heuristic_s
+    assert tuning.chosen_s == pytest.approx(record.performance("h100").predicted_s)  # the model's figure
+    assert record.performance("h100").in_flight_from == "sass"
+    assert len(_entries(cache)) == 1
+
+    def no_ranking(*args, **kwargs):
+        raise AssertionError("a stored choice must not be ranked again")
+
+    monkeypatch.setattr(autotune.Autotuner, "_measure", no_ranking)
+    again = softmax()
+    again.execute([x], backend="cpu", autotune="sass")
+    assert again.last_kernels()[0].tuning.from_cache and again.last_kernels()[0].schedule == record.schedule
+
+
+def test_sass_mode_without_its_tools_says_so(cache, monkeypatch):
+    monkeypatch.setattr(autotune, "_sass_tools_missing", lambda: "nvdisasm (the nvrtc extra's nvidia-cuda-nvdisasm)")
+    fd = softmax()
+    (y,) = fd.execute([np.ones((4, 1024), np.float32)], backend="cpu", autotune="sass")
+    assert fd.last_kernels()[0].tuning is None and not (cache / "autotune").exists()
+
+
+def test_an_unknown_autotune_value_is_refused():
+    with pytest.raises(ValueError, match="autotune='fast': expected True, False, 'time'"):
+        softmax().execute([np.ones((4, 256), np.float32)], backend="cpu", autotune="fast")
+
+
+def test_the_setting_takes_sass(cache, monkeypatch):
+    monkeypatch.setenv("FUSER_AUTOTUNE", "sass")
+    settings.reload()
+    try:
+        assert settings.launch_settings().autotune == "sass"
+    finally:
+        monkeypatch.delenv("FUSER_AUTOTUNE")
+        settings.reload()
 
 
 @pytest.mark.gpu
