@@ -21,6 +21,8 @@ COMPUTE_TYPE = {
     "i64": "long long", "i32": "int", "i1": "bool",
 }
 _FP8_NAME = {"f8E4M3FN": "e4m3", "f8E5M2": "e5m2"}
+NARROW_FLOATS = frozenset({"bf16", "f16"})
+"""16-bit floats: a shared-memory row keeps their loads as loaded (rows/storage.py)."""
 """The suffix of the fp8 helpers of lowering/runtime/fuser_fp8.h."""
 COMPLEX = ("c64", "c128")
 FLOATS = ("f64", "f32", "f16", "bf16")

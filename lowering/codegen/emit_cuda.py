@@ -511,12 +511,25 @@ class KernelEmitter:
         if kept not in self.buffers:
             assert self.buffer_section is not None, "a persistent row opens its buffer section first"
             name = self.buffers[kept] = f"buf{len(self.buffers)}"
-            ctype = X.COMPUTE_TYPE[v.type.dtype]  # type: ignore[union-attr]
+            ctype = (X.STORAGE_TYPE if self._kept_as_loaded(v) else X.COMPUTE_TYPE)[v.type.dtype]  # type: ignore[union-attr]
             if self.row_storage is None:
                 self.buffer_section.line(f"{ctype} {name}[{self.schedule.iters * self.vec}];")
             else:
                 self.buffer_section.line(self.row_storage.declare(name, ctype, self.row_storage.slot_of[kept]))
         return self.buffers[kept]
+
+    def _kept_as_loaded(self, v: SSAValue) -> bool:
+        """A shared-memory row keeps this load in its storage type (rows.storage.kept_as_loaded)."""
+        storage = self.row_storage
+        return storage is not None and v not in self.produced and v in storage.inputs and \
+            v.type.dtype in X.NARROW_FLOATS  # type: ignore[union-attr]
+
+    def _kept_load_write(self, buf: str, v: SSAValue, idx: tuple[Ix, ...]) -> None:
+        """`buf` = v's element at idx, as loaded when kept so, else in its compute type."""
+        value = self.raw_load(v, idx)
+        if self._kept_as_loaded(v):
+            value = X.store_expr(value, v.type.dtype)  # type: ignore[union-attr]  (exact: a loaded value)
+        self.line(f"{buf} = {value};")
 
     def slot_element(self, array: str, idx: Sequence[Ix]) -> str:
         """This thread's element of a kept row array in the current phase loop iteration, at
@@ -556,8 +569,8 @@ class KernelEmitter:
         buf = self.slot_element(self.row_buffer_name(kept, v), idx)
         if (kept, lane_of(idx)) not in self.filled:
             self.filled.add((kept, lane_of(idx)))
-            self.line(f"{buf} = {self.raw_load(v, idx)};")
-        return self.tmp(ctype, buf, "v")
+            self._kept_load_write(buf, v, idx)
+        return self.tmp(ctype, X.load_expr(buf, dtype) if self._kept_as_loaded(v) else buf, "v")
 
     def _hoist_condition(self, idx: Sequence[Ix]) -> tuple[_Range, ...] | None:
         """Where a load at `idx` here may be made before the loop (its index reads only the
@@ -581,7 +594,7 @@ class KernelEmitter:
         assert kept is not None, "only kept loads are prefetched"
         if (kept, lane_of(idx)) not in self.filled:
             self.filled.add((kept, lane_of(idx)))
-            self.line(f"{self.slot_element(self.row_buffer_name(kept, v), idx)} = {self.raw_load(v, idx)};")
+            self._kept_load_write(self.slot_element(self.row_buffer_name(kept, v), idx), v, idx)
 
     def raw_load(self, v: SSAValue, idx: tuple[Ix, ...]) -> str:
         """The compute-type expression of v's element at idx, straight from global memory (a

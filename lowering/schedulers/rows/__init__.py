@@ -133,7 +133,7 @@ class RowScheduler(SchedulerUnit):
             refuse(f"a persistent row holds {schedule.iters * lanes * schedule.vec} elements, the row has {row_len}")
         if schedule.shared and not schedule.persistent:
             refuse("a row in shared memory is a persistent schedule (iters > 0)")
-        if schedule.shared and SharedRowStorage(row_storage(plan, schedule.keep), schedule).bytes + SHARED_SPARE > \
+        if schedule.shared and SharedRowStorage(row_storage(plan, schedule.keep), schedule, plan.inputs).bytes + SHARED_SPARE > \
                 device.shared_per_block_optin:
             # (the kept row, beside the static partials of the reductions: SHARED_SPARE)
             refuse(f"the row needs more shared memory than a block may have ({device.shared_per_block_optin} B)")
@@ -156,7 +156,7 @@ class RowScheduler(SchedulerUnit):
 
     def emit(self, plan: KernelPlan, schedule: RowSchedule, options: EmitOptions = EmitOptions()) -> KernelBody:
         access = row_storage(plan, schedule.keep) if schedule.persistent else None
-        storage = SharedRowStorage(access, schedule) if access is not None and schedule.shared else None
+        storage = SharedRowStorage(access, schedule, plan.inputs) if access is not None and schedule.shared else None
         em = KernelEmitter(plan, schedule, access.reused if access else frozenset(), options, storage)
         shared_bytes = storage.bytes if storage is not None else 0
         if schedule.block_per_row or schedule.split or schedule.merged:

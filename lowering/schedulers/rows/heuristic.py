@@ -73,7 +73,7 @@ def candidates(plan, problem: RowProblem, device: DeviceSpec):
             # Shared memory: each thread's share is its own, so rows of any lanes may keep it there.
             for keep in KEEPS:
                 smem = dataclasses.replace(base, iters=iters, shared=True, keep=keep)
-                if SharedRowStorage(row_storage(plan, keep), smem).bytes <= device.shared_per_block_optin - SHARED_SPARE:
+                if SharedRowStorage(row_storage(plan, keep), smem, plan.inputs).bytes <= device.shared_per_block_optin - SHARED_SPARE:
                     yield smem
         for unroll in UNROLLS:
             if unroll > 1 and unroll * lanes > nv:

@@ -207,7 +207,7 @@ def estimated_resources(plan: KernelPlan, problem: RowProblem, schedule: RowSche
     if schedule.persistent:
         access = row_storage(plan, schedule.keep)
         if schedule.shared:
-            shared = SharedRowStorage(access, schedule).bytes
+            shared = SharedRowStorage(access, schedule, plan.inputs).bytes
         else:
             registers += math.ceil(KEPT_REGISTER_FACTOR * kept_words(access, schedule.iters, schedule.vec))
     if schedule.block_per_row and schedule.row_lanes >= 64:

@@ -24,6 +24,24 @@ def row_storage(plan: KernelPlan, keep: str) -> RowAccess:
     return {"prefetch": analysis.rows_prefetch, "values": analysis.rows, "loads": analysis.rows_loads_only}[keep]
 
 
+NARROW_LOADS = X.NARROW_FLOATS
+"""Dtypes whose global loads a shared-memory row keeps in their storage type (2 bytes, not the
+float they compute in: the conversion back is exact)."""
+
+
+def kept_as_loaded(v, inputs) -> bool:
+    """A kept value a shared-memory row stores as loaded: a kernel input of a NARROW_LOADS dtype."""
+    return v in inputs and v.type.dtype in NARROW_LOADS
+
+
+def shared_element_bytes(access: RowAccess, inputs) -> int:
+    """Bytes of the widest element a shared-memory row keeps: a 16-bit float load as loaded
+    (`kept_as_loaded`), any other value in its compute type (at least 4 bytes)."""
+    sizes = [2 if kept_as_loaded(v, inputs) else max(4, _COMPUTE_BYTES[X.COMPUTE_TYPE[v.type.dtype]])
+             for v, _ in access.kept]
+    return max(sizes, default=4)
+
+
 def element_bytes(access: RowAccess) -> int:
     """Bytes of the widest kept element (compute types: a bf16 load is kept as a float)."""
     return max([4, *(_COMPUTE_BYTES[X.COMPUTE_TYPE[v.type.dtype]] for v, _ in access.kept)])
@@ -43,9 +61,11 @@ class SharedRowStorage:
 
     BASE = "fuser_row_smem"
 
-    def __init__(self, access: RowAccess, schedule: RowSchedule):
+    def __init__(self, access: RowAccess, schedule: RowSchedule, inputs=frozenset()):
+        """`inputs`: the kernel's inputs (plan.inputs): their 16-bit float loads are kept as loaded."""
         self.block = schedule.block
-        self.element_bytes = element_bytes(access)
+        self.inputs = frozenset(inputs)
+        self.element_bytes = shared_element_bytes(access, self.inputs)
         self.slot_bytes = schedule.iters * schedule.vec * schedule.block * self.element_bytes
         self.slot_of, slots = access.slots()
         self.bytes = self.slot_bytes * slots
@@ -58,4 +78,5 @@ class SharedRowStorage:
         return f"{name}[({slot_var}) * {self.block} + threadIdx.x]"
 
 
-__all__ = ["KEEPS", "SharedRowStorage", "element_bytes", "kept_words", "row_storage"]
+__all__ = ["KEEPS", "NARROW_LOADS", "SharedRowStorage", "element_bytes", "kept_as_loaded", "kept_words", "row_storage",
+           "shared_element_bytes"]

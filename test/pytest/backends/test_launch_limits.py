@@ -96,9 +96,13 @@ def fake_gpu(monkeypatch):
 
 
 def test_cuda_backend_opts_in_when_static_plus_dynamic_exceed_48k(fake_gpu):
-    """softmax(a + b + c) of bf16 [64, 4096] rows: the row kept in 49,152 B of dynamic shared
-    memory, plus the kernel's static shared memory: the block needs the opt-in."""
+    """softmax(a + b + c) of bf16 [64, 4096] rows, a block a row: the row's computed values kept
+    in 49,152 B of dynamic shared memory, plus the kernel's static shared memory (the block
+    reduction's partials): the block needs the opt-in."""
+    from fuser.lowering.schedulers.rows import RowSchedule
+
     fd = _softmax_of_a_sum()
+    fd.override_schedule(0, RowSchedule(128, True, iters=6, vec=8, shared=True, keep="values"))
     (kernel,) = fd.kernels_for([np.empty((64, 4096), BF16)] * 3)
     static = static_shared_bytes(kernel.source, kernel.name)
     dynamic = kernel.model.shared_dynamic

@@ -131,3 +131,46 @@ def test_shared_memory_rows_match_the_reference(row_length):
         assert kernel.schedule == shared and "row in shared memory" in kernel.source
         # x once; weights with every row (L2 hits after the first).
         assert kernel.bytes_loaded == x.nbytes + sum(a.nbytes for a in inputs[1:]) * x.shape[0]
+
+
+def _bf16_softmax() -> FusionDefinition:
+    from fuser import DataType
+
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], dtype=DataType.BFloat16)
+        xf = fd.ops.cast(x, DataType.Float)
+        m = fd.ops.max(xf, dims=[1], keepdim=True)
+        e = fd.ops.exp(fd.ops.sub(xf, m))
+        fd.add_output(fd.ops.cast(fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True)), DataType.BFloat16))
+    return fd
+
+
+def test_a_shared_memory_row_keeps_16_bit_loads_as_loaded():
+    """A bf16 row kept in shared memory: its loads are kept as bf16 (2 bytes an element, half of
+    what the float they compute in took: the cross-entropy backward at 32,064 goes from one block
+    an SM to three), computed values still as float."""
+    (plan,) = plan_kernels(_bf16_softmax().fusion)
+    loads = RowSchedule(1024, True, iters=4, vec=8, shared=True, keep="loads")
+    kernel = render(plan, loads)
+    _, slots = plan.analysis.rows_loads_only.slots()
+    assert kernel.shared_bytes == slots * loads.iters * loads.vec * loads.block * 2
+    assert "FUSER_SHARED_VIEW(__nv_bfloat16," in kernel.source
+    values = RowSchedule(1024, True, iters=4, vec=8, shared=True, keep="values")
+    storage = SharedRowStorage(row_storage(plan, "values"), values, plan.inputs)
+    computed = [v for v, _ in plan.analysis.rows.kept if v not in plan.inputs]
+    assert storage.element_bytes == (4 if computed else 2)
+
+
+@requires_cpu_backend
+@pytest.mark.parametrize("keep", ["loads", "values", "prefetch"])
+def test_bf16_shared_memory_rows_match_the_reference(keep):
+    """Forced bf16 shared-memory schedules: the reference's values (the bf16 -> float -> bf16
+    round trip of a kept load is exact), x loaded once."""
+    import ml_dtypes
+
+    x = np.random.default_rng(9).standard_normal((3, 16384)).astype(ml_dtypes.bfloat16)
+    fd = _bf16_softmax()
+    schedule = RowSchedule(512, True, iters=4, vec=8, shared=True, keep=keep)
+    fd.override_schedule(0, schedule)
+    (kernel,) = check(fd, [x])
+    assert kernel.schedule == schedule and kernel.bytes_loaded == x.nbytes
