@@ -351,6 +351,10 @@ class KernelAnalysis:
     def row_loads(self) -> RowLoads:
         return row_loads(self.plan)
 
+    @cached_property
+    def row_output_loads(self) -> tuple[Load, ...]:
+        return tuple(row_output_loads(self.plan))
+
 
 __all__ = ["GroupAccess", "KernelAnalysis", "Load", "RowAccess", "RowLoads", "cat_boundaries", "cone_ops", "global_loads", "walk_reads",
            "group_access", "row_access", "row_loads", "row_output_loads", "vector_values", "DROP", "FULL", "KEEP"]

@@ -520,9 +520,7 @@ class KernelEmitter:
 
     def _kept_as_loaded(self, v: SSAValue) -> bool:
         """A shared-memory row keeps this load in its storage type (rows.storage.kept_as_loaded)."""
-        storage = self.row_storage
-        return storage is not None and v not in self.produced and v in storage.inputs and \
-            v.type.dtype in X.NARROW_FLOATS  # type: ignore[union-attr]
+        return self.row_storage is not None and self.row_storage.keeps_as_loaded(v)
 
     def _kept_load_write(self, buf: str, v: SSAValue, idx: tuple[Ix, ...]) -> None:
         """`buf` = v's element at idx, as loaded when kept so, else in its compute type."""

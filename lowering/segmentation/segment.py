@@ -100,16 +100,7 @@ class Segmenter:
         """Puts a component one kernel runs (it reads fusion inputs only: any kernel may take it)
         into the latest earlier kernel that accepts it with its own ops: a launch fewer (a
         per-token value of the inputs written by the row kernel beside it, once a row)."""
-        for k in range(len(segments) - 1, -1, -1):
-            seg, _, reason = segments[k]
-            if is_host_op(seg[0]):
-                continue
-            trial = seg + component
-            verdict = self.classify(trial, self.outputs(trial, pessimistic=True))
-            if verdict.ok:
-                segments[k] = (trial, verdict, reason)
-                return True
-        return False
+        return self._append_to_earlier(segments, component, 0)
 
     def _components(self, ops: list[Operation]) -> list[list[Operation]]:
         """Groups of ops tied by dataflow or by reading the same fusion input, in program order.
@@ -153,13 +144,17 @@ class Segmenter:
         if producers & set(current):
             return False
         first = max((k for k, (seg, _, _) in enumerate(segments) if producers & set(seg)), default=None)
-        if first is None:
-            return False
+        return first is not None and self._append_to_earlier(segments, [op], first)
+
+    def _append_to_earlier(self, segments: list[tuple[list[Operation], Verdict, str]], ops: list[Operation],
+                           first: int) -> bool:
+        """Appends `ops` to the latest kernel from `segments[first]` on that accepts them with
+        its final outputs (not a host segment); False when none does."""
         for k in range(len(segments) - 1, first - 1, -1):
             seg, _, reason = segments[k]
             if is_host_op(seg[0]):
                 continue
-            trial = seg + [op]
+            trial = seg + ops
             verdict = self.classify(trial, self.outputs(trial, pessimistic=True))
             if verdict.ok:
                 segments[k] = (trial, verdict, reason)

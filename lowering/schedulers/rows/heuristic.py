@@ -137,9 +137,8 @@ def _column_widths(problem: RowProblem, device: DeviceSpec, splittable: bool, ve
             if unroll > 1 and unroll * vec * max(problem.phase_bytes) > COLUMN_MAX_STAGED:
                 continue
             base = RowSchedule(columns * threads, False, vec=vec, unroll=unroll, row_threads=threads)
-            # (a thread walking its row alone, no blocks along it, is rows/emit.py's: a row a thread)
-            yield base if threads > 1 or vec == 1 else dataclasses.replace(
-                base, vec=1, block=min(COLUMN_ROWS, 1 << (max(1, problem.rows) - 1).bit_length()))
+            if threads > 1 or vec == 1:  # (a thread walking its row alone, no blocks along it, is
+                yield base               # rows/emit.py's, a row a thread: the vec-1 pass yields it)
             if not splittable or blocks_x > MAX_GRID_X_UNSTRIDED:
                 continue
             most = min(MAX_GRID_Y, row_len // (threads * unroll * COLUMN_MIN_STEPS))

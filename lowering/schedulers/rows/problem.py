@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 from fuser_dialect.types import numpy_dtype
-from fuser.lowering.codegen.analysis import row_output_loads, vector_values
+from fuser.lowering.codegen.analysis import vector_values
 from fuser.lowering.codegen.index import depends_only_on, within_dims
 from fuser.lowering.codegen.kernel import FULL, KernelPlan
 from fuser.lowering.device import DeviceSpec
@@ -112,7 +112,7 @@ def column_vector_width(plan: KernelPlan, shape: tuple[int, ...], arrays: dict |
     if not loads.vector_values or any(plan.forms.get(v) == FULL for v in plan.outputs):
         return 1
     # The row outputs' loads are vector accesses too (every lane's, before any lane's stores).
-    outputs = vector_values(row_output_loads(plan), rank - 1)
+    outputs = vector_values(plan.analysis.row_output_loads, rank - 1)
     if outputs is None:
         return 1
     values = tuple(dict.fromkeys((*loads.vector_values, *outputs[0])))

@@ -24,14 +24,10 @@ def row_storage(plan: KernelPlan, keep: str) -> RowAccess:
     return {"prefetch": analysis.rows_prefetch, "values": analysis.rows, "loads": analysis.rows_loads_only}[keep]
 
 
-NARROW_LOADS = X.NARROW_FLOATS
-"""Dtypes whose global loads a shared-memory row keeps in their storage type (2 bytes, not the
-float they compute in: the conversion back is exact)."""
-
-
 def kept_as_loaded(v, inputs) -> bool:
-    """A kept value a shared-memory row stores as loaded: a kernel input of a NARROW_LOADS dtype."""
-    return v in inputs and v.type.dtype in NARROW_LOADS
+    """A kept value a shared-memory row stores as loaded: a kernel input of a 16-bit float dtype
+    (2 bytes, not the float it computes in: the conversion back is exact)."""
+    return v in inputs and v.type.dtype in X.NARROW_FLOATS
 
 
 def shared_element_bytes(access: RowAccess, inputs) -> int:
@@ -77,6 +73,10 @@ class SharedRowStorage:
     def element(self, name: str, slot_var: str) -> str:
         return f"{name}[({slot_var}) * {self.block} + threadIdx.x]"
 
+    def keeps_as_loaded(self, v) -> bool:
+        """This kept value is stored in its storage type (`kept_as_loaded`)."""
+        return kept_as_loaded(v, self.inputs)
 
-__all__ = ["KEEPS", "NARROW_LOADS", "SharedRowStorage", "element_bytes", "kept_as_loaded", "kept_words", "row_storage",
+
+__all__ = ["KEEPS", "SharedRowStorage", "element_bytes", "kept_as_loaded", "kept_words", "row_storage",
            "shared_element_bytes"]
